@@ -1,0 +1,118 @@
+"""Finding and reading spec files: shipped ones by name, any file by path.
+
+Shipped specs live in the `rooftui.specs` package (`specs/` in the source tree):
+`gpus/`, `models/`, `profiles/`, `workloads/`. A name is a file stem there; anything
+with a path separator or a `.toml`/`.json` suffix is read as a path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rooftui.core.errors import SpecError
+
+KINDS = ("gpus", "models", "profiles", "workloads")
+
+
+def shipped_dir(kind: str) -> Path:
+    return Path(str(resources.files("rooftui.specs").joinpath(kind)))
+
+
+def shipped_names(kind: str) -> list[str]:
+    folder = shipped_dir(kind)
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def looks_like_path(name: str) -> bool:
+    return "/" in name or "\\" in name or name.endswith((".toml", ".json"))
+
+
+def resolve(kind: str, name_or_path: str) -> Path:
+    """The file a spec name or path refers to; a clear error with suggestions if none."""
+    name_or_path = str(name_or_path)
+    if looks_like_path(name_or_path):
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise SpecError(f"{kind[:-1]} spec file not found: {name_or_path}")
+        return path
+    path = shipped_dir(kind) / f"{name_or_path}.toml"
+    if path.is_file():
+        return path
+    names = shipped_names(kind)
+    close = difflib.get_close_matches(name_or_path, names, n=3, cutoff=0.4)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise SpecError(
+        f"unknown {kind[:-1]} {name_or_path!r}{hint} "
+        f"(`sweep specs list {kind}` shows all; a path to a file works too)"
+    )
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """Parse a TOML or JSON file; syntax errors name the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(f"{path}: cannot read: {error}") from None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise SpecError(
+                f"{path}: line {error.lineno}, column {error.colno}: invalid JSON: {error.msg}"
+            ) from None
+    else:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise SpecError(f"{path}: invalid TOML: {error}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a table of keys at the top level")
+    return data
+
+
+def number(
+    data: dict[str, Any],
+    key: str,
+    where: str,
+    *,
+    default: float | None = None,
+    minimum: float = 0.0,
+    strict: bool = False,
+    integer: bool = False,
+) -> float:
+    """Read a numeric key, naming the file and key when it is missing or out of range."""
+    if key not in data or data[key] is None:
+        if default is None:
+            raise SpecError(f"{where}: missing key {key!r}")
+        return default
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(f"{where}: key {key!r} must be a number, got {value!r}")
+    if integer and value != int(value):
+        raise SpecError(f"{where}: key {key!r} must be a whole number, got {value!r}")
+    if value < minimum or (strict and value == minimum):
+        relation = ">" if strict else ">="
+        raise SpecError(f"{where}: key {key!r} must be {relation} {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def flag(data: dict[str, Any], key: str, where: str, default: bool) -> bool:
+    value = data.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise SpecError(f"{where}: key {key!r} must be true or false, got {value!r}")
+    return value
+
+
+def check_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SpecError(f"{where}: unknown key {key!r}{hint}")

@@ -1,0 +1,85 @@
+"""Options shared by every command that evaluates the step model, and how they become a
+`PointConfig`: explicit flags override the profile, the profile overrides the defaults."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import click
+
+from rooftui.core.assumptions import load_profile
+from rooftui.core.dtypes import BYTES_PER_ELEMENT
+from rooftui.core.hardware import load_gpu
+from rooftui.core.model import load_model
+from rooftui.core.point import PointConfig
+
+DEFAULT_GPU = "h100-sxm"
+DEFAULT_MODEL = "llama-3-8b"
+DTYPE = click.Choice(sorted(BYTES_PER_ELEMENT))
+FRACTION = click.FloatRange(0, 1, min_open=True)
+
+
+def setup_options(command: Callable) -> Callable:
+    """GPU, model, dtypes and assumptions: everything but the step's token counts."""
+    options = [
+        click.option("--gpu", default=DEFAULT_GPU, show_default=True, metavar="NAME|PATH",
+                     help="Shipped GPU (`sweep specs list gpus`) or a GPU TOML file."),
+        click.option("--model", default=DEFAULT_MODEL, show_default=True, metavar="NAME|PATH",
+                     help="Shipped model, a model TOML, or a Hugging Face config.json."),
+        click.option("--kv-heads", type=click.IntRange(min=1), metavar="H",
+                     help="KV heads instead of the model's own (a GQA/MQA what-if)."),
+        click.option("--weight-dtype", type=DTYPE, help="Weight format [default: the model's]."),
+        click.option("--kv-dtype", type=DTYPE, help="KV-cache format [default: bf16]."),
+        click.option("--compute-dtype", type=DTYPE,
+                     help="Format the matmuls run in, which picks the peak "
+                          "[default: follows the weights; int4/int8/fp4 weights: bf16]."),
+        click.option("--profile", default="ideal", show_default=True, metavar="NAME|PATH",
+                     help="Assumption profile (`sweep specs list profiles`) or a TOML file."),
+        click.option("--mfu", type=FRACTION, help="Fraction of dense peak FLOP/s reached."),
+        click.option("--mbu", type=FRACTION, help="Fraction of peak bandwidth reached."),
+        click.option("--overlap", type=click.Choice(["parts", "full"]),
+                     help="parts: sum the parts' rooflines; full: one roofline over the sums."),
+        click.option("--attention-flops", type=click.Choice(["causal", "full"]),
+                     help="Prefill scores: causal triangle or the full square."),
+        click.option("--activation-traffic/--no-activation-traffic", default=None,
+                     help="Count hidden states read and written between kernels."),
+        click.option("--kv-write/--no-kv-write", default=None,
+                     help="Count writing the step's new K and V."),
+        click.option("--memory-reserve-gb", type=click.FloatRange(min=0), metavar="GB",
+                     help="Memory held back from the KV cache."),
+        click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True),
+                     metavar="TFLOPS",
+                     help="What-if: another dense peak for the compute dtype."),
+        click.option("--bandwidth-tbs", type=click.FloatRange(min=0, min_open=True),
+                     metavar="TBS", help="What-if: another memory bandwidth (TB/s)."),
+        click.option("--memory-gb", type=click.FloatRange(min=0, min_open=True), metavar="GB",
+                     help="What-if: another memory capacity (GB)."),
+    ]
+    return functools.reduce(lambda cmd, option: option(cmd), reversed(options), command)
+
+
+SETUP_KEYS = (
+    "gpu", "model", "kv_heads", "weight_dtype", "kv_dtype", "compute_dtype", "profile", "mfu",
+    "mbu", "overlap", "attention_flops", "activation_traffic", "kv_write", "memory_reserve_gb",
+    "peak_tflops", "bandwidth_tbs", "memory_gb",
+)
+
+
+def build_config(params: dict, **step: object) -> PointConfig:
+    """A `PointConfig` from the shared options in `params` and the step's token counts."""
+    model = load_model(params["model"])
+    if params.get("kv_heads"):
+        model = model.with_kv_heads(params["kv_heads"])
+    assumptions = load_profile(params["profile"]).with_overrides(
+        **{key: params.get(key) for key in (
+            "mfu", "mbu", "overlap", "attention_flops", "activation_traffic", "kv_write",
+            "memory_reserve_gb")})
+    config = PointConfig(
+        gpu=load_gpu(params["gpu"]), model=model, weight_dtype=params.get("weight_dtype"),
+        kv_dtype=params.get("kv_dtype"), compute_dtype=params.get("compute_dtype"),
+        assumptions=assumptions, **step)
+    gpu = config.gpu.with_overrides(
+        peak_tflops=params.get("peak_tflops"), bandwidth_tbs=params.get("bandwidth_tbs"),
+        memory_gb=params.get("memory_gb"), compute_dtype=config.resolved_compute_dtype)
+    return config.with_changes(gpu=gpu)
