@@ -109,7 +109,8 @@ def render_report(r: dict) -> str:
     if r["batch"] + r["prefill"] and gemm["intensity"]:
         weight_bytes = bytes_per_element(r["weight_dtype"])
         tokens = r["batch"] + r["prefill"]
-        lines += ["", f"  why: gemm intensity ≈ 2 FLOPs per weight × {tokens:,} tokens / "
+        noun = "token" if tokens == 1 else "tokens"
+        lines += ["", f"  why: gemm intensity ≈ 2 FLOPs per weight × {tokens:,} {noun} / "
                       f"{weight_bytes:g} bytes per weight = {2 * tokens / weight_bytes:,.1f} "
                       f"(computed {gemm['intensity']:,.1f}); with 2-byte weights it equals "
                       "the token count, not half of it"]
