@@ -1,0 +1,280 @@
+"""Point ids to columns: a grid's parameters mapped onto the core's inputs and evaluated a
+block at a time with the vectorised step model.
+
+A `Block` is a rectangular sub-grid, so each parameter is an array along its own numpy
+axis (or a scalar) and the core broadcasts: a quantity that depends on the model and the
+batch only is computed once per (model, batch), not once per point. The flat columns are
+made by broadcasting each result to the block's shape at the end.
+
+`Sweep.step_parameters` is the one place where grid parameters become the core's inputs:
+every parameter whose name is a keyword of `gather_step_inputs` is passed to it by name, so
+a new keyword (such as `tp`) needs only its entry in `grid.PARAMETERS` (kind and default);
+one whose default depends on the model needs a line in `step_parameters` too.
+
+String columns (gpu, model, dtypes, choices and the `*bound` columns) travel as int32 codes
+into `Sweep.dictionaries[column]` and are written dictionary-encoded. Metric columns are
+derived from whatever `evaluate_step` returns, so new metrics appear without edits here.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from rooftui.core.assumptions import Assumptions, load_profile
+from rooftui.core.dtypes import default_compute_dtype
+from rooftui.core.errors import SpecError
+from rooftui.core.hardware import load_gpu
+from rooftui.core.model import ModelArrays, load_model
+from rooftui.core.point import PointConfig
+from rooftui.core.step import evaluate_step
+from rooftui.core.tables import DTYPES, GPUTable, dtype_code, gather_step_inputs
+from rooftui.sweeps.grid import (
+    FLAG_KINDS,
+    INTEGER_KINDS,
+    PARAMETERS,
+    STRING_KINDS,
+    Block,
+    Grid,
+)
+
+# Points evaluated in one call at most: bounds memory (about 1 kB per point in flight,
+# ~150 MB peak per process) while amortising numpy's per-call overhead; 2^15 to 2^17 run
+# at the same speed, 2^17 needs ~50 MB more.
+EVALUATION_POINTS = 1 << 16
+# Blocks smaller than this (at shard boundaries, or when the trailing axes are small) are
+# gathered into one parquet row group; larger ones are a row group each (no copy).
+ROW_GROUP_POINTS = 1 << 14
+
+GATHER_KEYWORDS = frozenset(inspect.signature(gather_step_inputs).parameters) - {"gpus", "models"}
+ASSUMPTION_KEYS = ("mfu", "mbu", "memory_reserve_gb", "overlap", "attention_flops",
+                   "activation_traffic", "kv_write")
+BOUNDS = ("memory", "compute")  # codes 0 and 1 of the *_bound columns
+BOUND_SUFFIX = "compute_bound"
+
+
+def bound_column(key: str) -> str:
+    """`compute_bound` -> `bound`, `gemm_compute_bound` -> `gemm_bound`."""
+    return key[: -len(BOUND_SUFFIX)] + "bound"
+
+
+class Sweep:
+    """A validated grid with its GPUs, models and profile loaded. Construction checks
+    every combination the grid can reach (before any work) and raises SpecError."""
+
+    def __init__(self, grid: Grid) -> None:
+        self.grid = grid
+        where = str(grid.path)
+        self.gpu_names = tuple(grid.values_of("gpu"))
+        self.model_names = tuple(grid.values_of("model"))
+        self.gpus = [load_gpu(grid.catalog_path(name)) for name in self.gpu_names]
+        self.models = [load_model(grid.catalog_path(name)) for name in self.model_names]
+        self.gpu_table = GPUTable.of(self.gpus)
+        self.model_arrays = ModelArrays.stack(self.models)
+        profile = load_profile(grid.catalog_path(grid.profile)) if grid.profile else Assumptions()
+        try:
+            self.assumptions = profile.with_overrides(
+                **{key: grid.fixed.get(key) for key in ASSUMPTION_KEYS})
+        except SpecError as error:
+            raise SpecError(f"{where} [fixed]: {error}") from None
+
+        self._names_of = {name: self._names(name)
+                          for name, p in PARAMETERS.items() if p.kind in STRING_KINDS}
+        # per-model and per-dtype defaults, by the rules `sweep point` uses
+        configs = [PointConfig(gpu=self.gpus[0], model=model) for model in self.models]
+        self._model_heads = np.array([m.num_attention_heads for m in self.models], np.int64)
+        self._model_kv_heads = np.array([m.num_key_value_heads for m in self.models], np.int64)
+        self._model_weight_dtype = np.array([dtype_code(c.resolved_weight_dtype) for c in configs])
+        self._model_kv_dtype = np.array([dtype_code(c.resolved_kv_dtype) for c in configs])
+        self._compute_for_weight = np.array([dtype_code(default_compute_dtype(d)) for d in DTYPES])
+        self._axis_codes = {axis.name: self._encode(axis.name, axis.values) for axis in grid.axes}
+        self._constants = {name: self._encode(name, [value])[0]
+                           for name, value in self._constant_values().items()}
+
+        self.parameter_columns = tuple(name for name in PARAMETERS
+                                       if name != "tpot_budget" or grid.given(name))
+        self.skipped_points = self._check()
+        # the columns and their numpy types, from the first point; the names that each
+        # string column's int32 codes index
+        self.column_types = {name: column.dtype for name, column in
+                             self.evaluate(next(grid.blocks(0, 1))).items()}
+        self.dictionaries = {
+            name: self._names_of.get(name.removesuffix("_assumed"), BOUNDS)
+            for name, dtype in self.column_types.items() if dtype == np.int32}
+
+    # --- the mapping ---------------------------------------------------------------------
+    def step_parameters(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Every parameter at each point, from the values the grid gives (codes for names,
+        numbers otherwise; arrays that broadcast, or scalars): defaults filled per model as
+        `sweep point` fills them. The one place grid parameters meet the core's inputs."""
+        p = {**self._constants, **given}
+        model = p["model"]
+        p.setdefault("weight_dtype", self._model_weight_dtype[model])
+        p.setdefault("kv_dtype", self._model_kv_dtype[model])
+        p.setdefault("compute_dtype", self._compute_for_weight[p["weight_dtype"]])
+        heads = self._model_heads[model]
+        if "group_size" in given:
+            p["kv_heads"] = heads // p["group_size"]
+        p.setdefault("kv_heads", self._model_kv_heads[model])
+        p["group_size"] = heads // p["kv_heads"]
+        return p
+
+    def evaluate(self, block: Block) -> dict[str, np.ndarray]:
+        """The block's rows: point ids, parameters, the GPU's roofs and every metric."""
+        p = self.step_parameters(self._given(block))
+        inputs = gather_step_inputs(self.gpu_table, self.model_arrays,
+                                    **{k: v for k, v in p.items() if k in GATHER_KEYWORDS})
+        metrics = evaluate_step(inputs, self.assumptions, p.get("tpot_budget"))
+        shape = block.shape
+
+        def flat(value, dtype) -> np.ndarray:
+            return np.broadcast_to(np.asarray(value, dtype), shape).reshape(-1)
+
+        columns = {"point_id": np.arange(block.start, block.start + block.size, dtype=np.int64)}
+        for name in self.parameter_columns:
+            # metrics keep the core's names; an input a metric shares its name with (mfu:
+            # assumed efficiency vs achieved) is written as <name>_assumed
+            column = f"{name}_assumed" if name in metrics else name
+            columns[column] = flat(p[name], _column_dtype(name))
+        columns["peak_flops"] = flat(inputs.peak_flops, np.float64)
+        columns["bandwidth_bytes_per_s"] = flat(inputs.bandwidth, np.float64)
+        bounds = {}
+        for key, value in metrics.items():
+            if np.asarray(value).dtype == bool:
+                columns[key] = flat(value, bool)
+                if key.endswith(BOUND_SUFFIX):
+                    bounds[bound_column(key)] = flat(value, np.int32)
+            else:
+                columns[key] = flat(value, np.float64)
+        columns.update(bounds)
+        if self.grid.skip_unsupported:
+            keep = ~flat(np.isnan(inputs.peak_flops), bool)
+            if not keep.all():
+                columns = {name: column[keep] for name, column in columns.items()}
+        return columns
+
+    def row_groups(self, start: int, stop: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+        """Columns of ids [start, stop) in order, as groups of at least ROW_GROUP_POINTS
+        rows (the last may be smaller), each with the number of points it covers."""
+        pending: list[dict[str, np.ndarray]] = []
+        rows = points = 0
+        for block in self.grid.blocks(start, stop, EVALUATION_POINTS):
+            columns = self.evaluate(block)
+            pending.append(columns)
+            rows += len(columns["point_id"])
+            points += block.size
+            if rows >= ROW_GROUP_POINTS:
+                yield _concatenate(pending), points
+                pending, rows, points = [], 0, 0
+        if pending:
+            yield _concatenate(pending), points
+
+    def unsupported_points(self, start: int, stop: int) -> int:
+        """Points in [start, stop) dropped by `skip_unsupported` (0 without it)."""
+        if not self.grid.skip_unsupported:
+            return 0
+        total = 0
+        for block in self.grid.blocks(start, stop):
+            mask = self._unsupported(self.step_parameters(self._given(block)))
+            total += int(mask.sum()) * (block.size // mask.size)
+        return total
+
+    # --- helpers -----------------------------------------------------------------------
+    def _names(self, name: str) -> tuple[str, ...]:
+        kind = PARAMETERS[name].kind
+        if kind == "gpu":
+            return self.gpu_names
+        if kind == "model":
+            return self.model_names
+        if kind == "dtype":
+            return DTYPES
+        return PARAMETERS[name].choices
+
+    def _encode(self, name: str, values) -> np.ndarray:
+        if PARAMETERS[name].kind in STRING_KINDS:
+            return np.array([self._names_of[name].index(v) for v in values], np.int64)
+        return np.array(values, _column_dtype(name))
+
+    def _constant_values(self) -> dict[str, Any]:
+        """Fixed values, then defaults: `sweep point`'s, else the profile's."""
+        values = {}
+        for name, parameter in PARAMETERS.items():
+            if name in self.grid.fixed:
+                values[name] = self.grid.fixed[name]
+            elif not self.grid.given(name):
+                if name in ASSUMPTION_KEYS:
+                    values[name] = getattr(self.assumptions, name)
+                elif parameter.default is not None:
+                    values[name] = parameter.default
+        return values
+
+    def _given(self, block: Block) -> dict[str, Any]:
+        given = {name: self._constants[name] for name in self.grid.fixed}
+        for dim, digit in zip(self.grid.dimensions, block.digits(), strict=True):
+            for axis in dim.axes:
+                given[axis.name] = self._axis_codes[axis.name][digit]
+        return given
+
+    def _unsupported(self, p: dict[str, Any]) -> np.ndarray:
+        return np.isnan(self.gpu_table.peak_flops[p["gpu"], p["compute_dtype"]])
+
+    def _check(self) -> int:
+        """Reject impossible combinations anywhere in the grid; return the points that
+        `skip_unsupported` drops. Only the parameters' own small arrays are built."""
+        where = str(self.grid.path)
+        whole = next(self.grid.blocks(0, self.grid.size))
+        given = self._given(whole)
+        p = self.step_parameters(given)
+        heads = self._model_heads[p["model"]]
+        for key in ("group_size", "kv_heads"):
+            if key not in given:
+                continue
+            bad = heads % given[key] != 0
+            if bad.any():
+                at = _first(bad)
+                raise SpecError(
+                    f"{where}: {key} {at(given[key])} does not divide the "
+                    f"{at(heads)} attention heads of {self.model_names[at(p['model'])]}; "
+                    f"choose values that divide every model's head count")
+        unsupported = self._unsupported(p)
+        if not unsupported.any():
+            return 0
+        at = _first(unsupported)
+        gpu = self.gpus[at(p["gpu"])]
+        dtype = DTYPES[at(p["compute_dtype"])]
+        if not self.grid.skip_unsupported:
+            raise SpecError(
+                f"{where}: GPU {self.gpu_names[at(p['gpu'])]} has no {dtype} peak "
+                f"(compute_dtype {dtype}; it has {', '.join(gpu.tflops)}); drop the pair or "
+                "set skip_unsupported = true to skip such points")
+        skipped = int(unsupported.sum()) * (whole.size // unsupported.size)
+        if skipped == self.grid.size:
+            raise SpecError(f"{where}: every point is unsupported (no GPU in the grid has a "
+                            "peak for its compute dtype)")
+        return skipped
+
+
+def _column_dtype(name: str) -> type:
+    kind = PARAMETERS[name].kind
+    if kind in STRING_KINDS:
+        return np.int32  # codes into Sweep.dictionaries[column]
+    if kind in INTEGER_KINDS:
+        return np.int64
+    if kind in FLAG_KINDS:
+        return np.bool_
+    return np.float64
+
+
+def _first(mask: np.ndarray):
+    """A function reading any broadcastable array at the first True of `mask`."""
+    index = tuple(np.argwhere(mask)[0])
+    return lambda value: np.broadcast_to(value, mask.shape)[index].item()
+
+
+def _concatenate(groups: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if len(groups) == 1:
+        return groups[0]
+    return {name: np.concatenate([g[name] for g in groups]) for name in groups[0]}

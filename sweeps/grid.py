@@ -1,0 +1,495 @@
+"""Grid specs for `sweep run`: a TOML file naming the values each step parameter takes.
+
+```toml
+name = "default"          # names the output folder: outputs/<name>-<12 hex of the hash>/
+kind = "step"             # what a point is (one serving step); the only kind so far
+description = "..."       # optional, free text
+profile = "ideal"         # optional assumption profile (a shipped name or a TOML path)
+skip_unsupported = false  # true: drop points whose GPU has no peak for the compute dtype
+
+[fixed]                   # one value for every point
+prefill = 0
+overlap = "parts"
+
+[axes]                    # crossed with each other, in this order (the last varies fastest)
+gpu = ["h100-sxm", "h200"]
+batch = { start = 1, stop = 1024, scale = "log2" }         # 1, 2, 4, ..., 1024
+context = { start = 1024, stop = 8192, step = 1024 }       # linear (the default scale)
+mfu = { start = 0.3, stop = 0.9, num = 4, scale = "geometric" }
+weight_dtype = ["bf16", "fp8"]
+compute_dtype = ["bf16", "fp8"]
+
+[[zip]]                   # pair axes element by element instead of crossing them
+axes = ["weight_dtype", "compute_dtype"]
+
+[charts]                  # carried for `sweep chart`; not part of the points
+names = ["roofline"]
+```
+
+Parameters are the `sweep point` options (see `PARAMETERS`); one that a grid does not
+give takes `sweep point`'s default (the model's own KV heads and weight dtype, the
+profile's mfu/mbu/reserve). Paths to GPU or model files are relative to the grid file.
+
+Points: every axis (or zipped group of axes) is one digit of a mixed-radix number, the
+first axis most significant; a point's id is that number, so ids are dense, deterministic
+and need no table. A contiguous id range splits into a few rectangular `Block`s, each a
+sub-grid the vectorised core evaluates by broadcasting, without materialising the grid.
+
+The spec hash is the sha256 of `canonical()`: the expanded axes, the fixed values and the
+parsed GPU, model and profile files the grid names (editing a GPU's bandwidth changes the
+hash; reformatting the grid, its `description` or its `[charts]` do not). It does not cover
+the code: after upgrading rooftui, rerun with `--force`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rooftui.core import spec_files
+from rooftui.core.assumptions import ATTENTION_FLOPS, OVERLAPS
+from rooftui.core.dtypes import check_dtype
+from rooftui.core.errors import SpecError
+from rooftui.core.point import PointConfig
+
+GRID_KEYS = {"name", "kind", "description", "profile", "skip_unsupported", "fixed", "axes",
+             "zip", "charts"}
+KINDS = ("step",)
+SCALES = ("linear", "log2", "geometric")
+RANGE_KEYS = {"start", "stop", "scale", "step", "num"}
+ZIP_KEYS = {"axes"}
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+DEFAULT_GPU = "h100-sxm"  # as `sweep point`
+DEFAULT_MODEL = "llama-3-8b"
+
+# Value kinds: how a parameter's values are checked, and the type of its parquet column.
+STRING_KINDS = {"gpu", "model", "dtype", "choice"}
+INTEGER_KINDS = {"count", "positive_count"}
+FLOAT_KINDS = {"fraction", "amount", "positive"}
+FLAG_KINDS = {"flag"}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One input of a step, as a grid names it."""
+
+    kind: str  # gpu, model, dtype, choice, count, positive_count, fraction, amount, positive, flag
+    meaning: str  # with its unit
+    default: Any = None  # when the grid does not give it; None: resolved per point
+    choices: tuple[str, ...] = ()
+    fixed_only: bool = False  # changes what is counted: one value per grid
+
+
+_POINT_DEFAULTS = {f.name: f.default for f in fields(PointConfig)}
+
+PARAMETERS: dict[str, Parameter] = {
+    "gpu": Parameter("gpu", "GPU: a shipped name or a GPU TOML path", DEFAULT_GPU),
+    "model": Parameter("model", "model: a shipped name, a model TOML or a config.json",
+                       DEFAULT_MODEL),
+    "batch": Parameter("count", "decode sequences in the step", _POINT_DEFAULTS["batch"]),
+    "context": Parameter("count", "tokens cached per decode sequence",
+                         _POINT_DEFAULTS["context"]),
+    "prefill": Parameter("count", "prefill tokens in the step", _POINT_DEFAULTS["prefill"]),
+    "prefill_context": Parameter("count", "tokens of the prefilled prompt already cached",
+                                 _POINT_DEFAULTS["prefill_context"]),
+    "kv_heads": Parameter("positive_count", "KV heads [default: the model's own]"),
+    "group_size": Parameter("positive_count",
+                            "query heads per KV head: sets kv_heads = heads / group_size"),
+    "weight_dtype": Parameter("dtype", "weight format [default: the model's]"),
+    "kv_dtype": Parameter("dtype", "KV-cache format [default: bf16; fp16 for fp16 models]"),
+    "compute_dtype": Parameter("dtype", "matmul format [default: follows the weights]"),
+    "mfu": Parameter("fraction", "fraction of dense peak FLOP/s reached [default: profile]"),
+    "mbu": Parameter("fraction", "fraction of peak bandwidth reached [default: profile]"),
+    "memory_reserve_gb": Parameter("amount", "GB held back from the KV cache [default: profile]"),
+    "tpot_budget": Parameter("positive", "seconds: adds max_batch_for_tpot [default: none]"),
+    "overlap": Parameter("choice", "parts or full [default: profile]", choices=OVERLAPS,
+                         fixed_only=True),
+    "attention_flops": Parameter("choice", "causal or full [default: profile]",
+                                 choices=ATTENTION_FLOPS, fixed_only=True),
+    "activation_traffic": Parameter("flag", "count hidden-state traffic [default: profile]",
+                                    fixed_only=True),
+    "kv_write": Parameter("flag", "count writing new K and V [default: profile]",
+                          fixed_only=True),
+}
+CATALOG = {"gpu": "gpus", "model": "models"}  # parameters naming spec files
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    values: tuple
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One digit of a point id: a lone axis, or zipped axes that advance together."""
+
+    axes: tuple[Axis, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.axes[0].values)
+
+
+@dataclass(frozen=True)
+class Block:
+    """A rectangular sub-grid: the leading dimensions at the digits in `prefix`, the next
+    over digits lo .. lo + shape[0] - 1, every later one in full (`shape` covers those).
+    Its points, in C order, are the ids start .. start + size - 1."""
+
+    start: int
+    prefix: tuple[int, ...]
+    lo: int
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def digits(self) -> list[np.ndarray | int]:
+        """Each dimension's digit: an int for the fixed leading ones, else an int64 array
+        shaped to broadcast along its own numpy axis of `shape`."""
+        digits: list[np.ndarray | int] = list(self.prefix)
+        for axis, length in enumerate(self.shape):
+            first = self.lo if axis == 0 else 0
+            shape = [1] * len(self.shape)
+            shape[axis] = length
+            digits.append(np.arange(first, first + length, dtype=np.int64).reshape(shape))
+        return digits
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    kind: str
+    profile: str | None
+    skip_unsupported: bool
+    fixed: dict[str, Any]
+    dimensions: tuple[Dimension, ...]
+    charts: dict[str, Any]
+    description: str
+    text: str  # the file, verbatim
+    path: Path
+    specs: dict[str, Any] = field(repr=False)  # parsed GPU/model/profile files, for the hash
+
+    # --- shape -------------------------------------------------------------------------
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        return tuple(axis for dim in self.dimensions for axis in dim.axes)
+
+    @property
+    def radices(self) -> tuple[int, ...]:
+        return tuple(dim.size for dim in self.dimensions)
+
+    @property
+    def size(self) -> int:
+        """Points in the grid: the product of the dimensions' sizes."""
+        return math.prod(self.radices)
+
+    def given(self, name: str) -> bool:
+        return name in self.fixed or any(axis.name == name for axis in self.axes)
+
+    def values_of(self, name: str) -> tuple:
+        """The distinct values a parameter takes (its default alone when not given)."""
+        if name in self.fixed:
+            return (self.fixed[name],)
+        for axis in self.axes:
+            if axis.name == name:
+                return axis.values
+        return (PARAMETERS[name].default,)
+
+    def catalog_path(self, name: str) -> str:
+        """Where a GPU or model name resolves from: relative paths start at the grid file."""
+        if spec_files.looks_like_path(name) and not Path(name).expanduser().is_absolute():
+            return str(self.path.parent / name)
+        return name
+
+    def blocks(self, start: int, stop: int, max_points: int | None = None):
+        """Rectangular blocks covering ids [start, stop) in order, each of at most
+        `max_points` points (about 2 per dimension more than stop - start / max_points)."""
+        radices = self.radices
+        if not radices:  # no axes: the grid is one point
+            if start < stop:
+                yield Block(0, (), 0, ())
+            return
+        limit = max_points or self.size
+        strides = [math.prod(radices[d + 1:]) for d in range(len(radices))]
+        at = start
+        while at < stop:
+            for d, stride in enumerate(strides):  # the coarsest aligned dimension that fits
+                if stride > limit or at % stride:
+                    continue
+                digit = at // stride % radices[d]
+                count = min((stop - at) // stride, radices[d] - digit, limit // stride)
+                if count:
+                    break
+            prefix = tuple(at // strides[j] % radices[j] for j in range(d))
+            yield Block(at, prefix, digit, (count, *radices[d + 1:]))
+            at += count * stride
+
+    # --- identity ----------------------------------------------------------------------
+    def canonical(self) -> dict[str, Any]:
+        """What decides the points, in a fixed form: the hash covers exactly this."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "profile": self.profile,
+            "skip_unsupported": self.skip_unsupported,
+            "fixed": dict(sorted(self.fixed.items())),
+            "dimensions": [[{"axis": a.name, "values": list(a.values)} for a in dim.axes]
+                           for dim in self.dimensions],
+            "specs": self.specs,
+        }
+
+    @cached_property
+    def canonical_text(self) -> str:
+        return canonical_json(self.canonical())
+
+    @cached_property
+    def spec_hash(self) -> str:
+        return hashlib.sha256(self.canonical_text.encode()).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
+# --- parsing ---------------------------------------------------------------------------
+def load_grid(path: str | Path) -> Grid:
+    """Read and validate a grid file: every error names the file and the key."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(f"{path}: cannot read the grid: {error}") from None
+    return parse_grid(text, path)
+
+
+def parse_grid(text: str, path: Path) -> Grid:
+    """A `Grid` from TOML text; `path` names it in errors and anchors relative paths."""
+    import tomllib
+
+    where = str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{where}: invalid TOML: {error}") from None
+    spec_files.check_keys(data, GRID_KEYS, where)
+
+    name = data.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise SpecError(f"{where}: key 'name' must be a name of letters, digits, '.', '_' "
+                        f"or '-' (it names the output folder), got {name!r}")
+    kind = data.get("kind", "step")
+    if kind not in KINDS:
+        raise SpecError(f"{where}: key 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
+    profile = data.get("profile")
+    if profile is not None and (not isinstance(profile, str) or not profile):
+        raise SpecError(f"{where}: key 'profile' must be a profile name or path, got {profile!r}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise SpecError(f"{where}: key 'description' must be a string")
+    skip_unsupported = spec_files.flag(data, "skip_unsupported", where, False)
+    charts = _table(data, "charts", where)
+
+    fixed = {}
+    for key, value in _table(data, "fixed", where).items():
+        parameter = _parameter(key, f"{where} [fixed]")
+        fixed[key] = _check_value(key, parameter, value, f"{where} [fixed] {key}")
+
+    axes: dict[str, Axis] = {}
+    for key, spec in _table(data, "axes", where).items():
+        parameter = _parameter(key, f"{where} [axes]")
+        here = f"{where} [axes] {key}"
+        if parameter.fixed_only:
+            raise SpecError(f"{here}: {key} changes what is counted, so it can only be one "
+                            "value per grid: move it to [fixed]")
+        if key in fixed:
+            raise SpecError(f"{here}: {key} is also in [fixed]; give it in one place")
+        axes[key] = Axis(key, _axis_values(key, parameter, spec, here))
+    if all(name in axes or name in fixed for name in ("kv_heads", "group_size")):
+        raise SpecError(f"{where}: give kv_heads or group_size, not both "
+                        "(group_size sets kv_heads = heads / group_size)")
+
+    dimensions = _dimensions(axes, data.get("zip", []), where)
+    grid = Grid(name=name, kind=kind, profile=profile, skip_unsupported=skip_unsupported,
+                fixed=fixed, dimensions=dimensions, charts=charts, description=description,
+                text=text, path=path, specs={})
+    return _with_specs(grid, where)
+
+
+def _table(data: dict, key: str, where: str) -> dict:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: [{key}] must be a table")
+    return value
+
+
+def _parameter(key: str, where: str) -> Parameter:
+    if key not in PARAMETERS:
+        spec_files.check_keys({key: None}, set(PARAMETERS), where)
+    return PARAMETERS[key]
+
+
+def _axis_values(key: str, parameter: Parameter, spec: Any, where: str) -> tuple:
+    if isinstance(spec, dict):
+        if parameter.kind not in INTEGER_KINDS | FLOAT_KINDS:
+            raise SpecError(f"{where}: a range needs a numeric axis; list the values instead")
+        raw = _expand_range(parameter, spec, where)
+    elif isinstance(spec, list):
+        raw = spec
+    else:
+        raise SpecError(f"{where}: expected a list of values or a range table "
+                        "{ start, stop, scale, step | num }")
+    if not raw:
+        raise SpecError(f"{where}: the axis is empty; give at least one value")
+    values = tuple(_check_value(key, parameter, value, where) for value in raw)
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise SpecError(f"{where}: value {value!r} appears twice; each point must be unique")
+        seen.add(value)
+    return values
+
+
+def _expand_range(parameter: Parameter, spec: dict, where: str) -> list:
+    spec_files.check_keys(spec, RANGE_KEYS, where)
+    scale = spec.get("scale", "linear")
+    if scale not in SCALES:
+        raise SpecError(f"{where}: scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    positive = scale != "linear"
+    start = spec_files.number(spec, "start", where, strict=positive)
+    stop = spec_files.number(spec, "stop", where, strict=positive)
+    if stop < start:
+        raise SpecError(f"{where}: stop ({stop:g}) is below start ({start:g})")
+    if "num" in spec:
+        num = int(spec_files.number(spec, "num", where, minimum=1, integer=True))
+        if num == 1 and stop != start:
+            raise SpecError(f"{where}: num = 1 needs start = stop")
+    if scale == "log2":
+        for key in ("step", "num"):
+            if key in spec:
+                raise SpecError(f"{where}: a log2 range doubles from start to stop; "
+                                f"drop {key!r}")
+        count = math.floor(math.log2(stop / start) + 1e-9) + 1
+        values = start * 2.0 ** np.arange(count)
+    elif scale == "geometric":
+        if "num" not in spec or "step" in spec:
+            raise SpecError(f"{where}: a geometric range needs 'num' (points from start to "
+                            "stop), not 'step'")
+        values = np.geomspace(start, stop, num)
+    elif "num" in spec:
+        if "step" in spec:
+            raise SpecError(f"{where}: give 'step' or 'num', not both")
+        values = np.linspace(start, stop, num)
+    else:
+        step = spec_files.number(spec, "step", where, default=1.0, strict=True)
+        count = math.floor((stop - start) / step + 1e-9) + 1
+        values = start + step * np.arange(count)
+    if parameter.kind in INTEGER_KINDS:
+        rounded = np.rint(values)
+        if scale != "geometric" and not np.allclose(values, rounded, rtol=0, atol=1e-9):
+            raise SpecError(f"{where}: this range gives fractional values for a whole-number "
+                            "axis; choose start, stop and step that are whole")
+        if len(np.unique(rounded)) < len(rounded):
+            raise SpecError(f"{where}: rounded to whole numbers the range repeats values; "
+                            "use fewer points (num) or a wider range")
+        return [int(v) for v in rounded]
+    return [float(v) for v in values]
+
+
+def _check_value(key: str, parameter: Parameter, value: Any, where: str) -> Any:
+    """The value in canonical form (ints for counts, floats for fractions), or an error."""
+    kind = parameter.kind
+    if kind in STRING_KINDS:
+        if not isinstance(value, str) or not value:
+            raise SpecError(f"{where}: expected a name (a string), got {value!r}")
+        if kind == "dtype":
+            try:
+                check_dtype(value, key.replace("_", " "))
+            except SpecError as error:
+                raise SpecError(f"{where}: {error}") from None
+        elif kind == "choice" and value not in parameter.choices:
+            raise SpecError(f"{where}: expected one of {', '.join(parameter.choices)}, "
+                            f"got {value!r}")
+        return value
+    if kind in FLAG_KINDS:
+        if not isinstance(value, bool):
+            raise SpecError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpecError(f"{where}: expected a number, got {value!r}")
+    if kind in INTEGER_KINDS:
+        if value != int(value):
+            raise SpecError(f"{where}: expected a whole number, got {value!r}")
+        minimum = 1 if kind == "positive_count" else 0
+        if value < minimum:
+            raise SpecError(f"{where}: expected a whole number >= {minimum}, got {value!r}")
+        return int(value)
+    if kind == "fraction" and not 0 < value <= 1:
+        raise SpecError(f"{where}: expected a fraction in (0, 1], got {value!r}")
+    if kind == "positive" and value <= 0:
+        raise SpecError(f"{where}: expected a number > 0, got {value!r}")
+    if kind == "amount" and value < 0:
+        raise SpecError(f"{where}: expected a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _dimensions(axes: dict[str, Axis], zips: Any, where: str) -> tuple[Dimension, ...]:
+    if not isinstance(zips, list) or not all(isinstance(z, dict) for z in zips):
+        raise SpecError(f"{where}: 'zip' must be tables [[zip]] with axes = [\"a\", \"b\"]")
+    group_of: dict[str, tuple[str, ...]] = {}
+    for number, table in enumerate(zips, start=1):
+        here = f"{where} [[zip]] #{number}"
+        spec_files.check_keys(table, ZIP_KEYS, here)
+        names = table.get("axes")
+        if not isinstance(names, list) or len(names) < 2:
+            raise SpecError(f"{here}: 'axes' must list two or more axes to pair")
+        for name in names:
+            if name not in axes:
+                raise SpecError(f"{here}: {name!r} is not in [axes]; zip pairs axes listed there")
+            if name in group_of:
+                raise SpecError(f"{here}: {name!r} is already zipped; an axis joins one zip")
+        lengths = {name: len(axes[name].values) for name in names}
+        if len(set(lengths.values())) > 1:
+            described = ", ".join(f"{n} has {k}" for n, k in lengths.items())
+            raise SpecError(f"{here}: zipped axes need the same number of values ({described})")
+        for name in names:
+            group_of[name] = tuple(names)
+    dimensions, placed = [], set()
+    for name in axes:  # a zipped group sits where its first-listed member is
+        if name in placed:
+            continue
+        group = group_of.get(name, (name,))
+        dimensions.append(Dimension(tuple(axes[member] for member in group)))
+        placed.update(group)
+    return tuple(dimensions)
+
+
+def _with_specs(grid: Grid, where: str) -> Grid:
+    """Check that every GPU, model and profile name resolves, and record the parsed files
+    (part of the hash: the points depend on their numbers)."""
+    specs: dict[str, Any] = {"gpus": {}, "models": {}, "profile": None}
+    for parameter, kind in CATALOG.items():
+        for name in grid.values_of(parameter):
+            try:
+                path = spec_files.resolve(kind, grid.catalog_path(name))
+            except SpecError as error:
+                raise SpecError(f"{where} {parameter}: {error}") from None
+            specs[kind][name] = spec_files.read_document(path)
+    if grid.profile is not None:
+        try:
+            path = spec_files.resolve("profiles", grid.catalog_path(grid.profile))
+        except SpecError as error:
+            raise SpecError(f"{where} profile: {error}") from None
+        specs["profile"] = spec_files.read_document(path)
+    return replace(grid, specs=specs)

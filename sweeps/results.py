@@ -1,0 +1,94 @@
+"""Reading a sweep's results: `scan_results(DIR)` (a polars LazyFrame over the shards) and
+`read_manifest(DIR)`. The charts and the TUI read sweeps only through these.
+
+An output folder holds `manifest.json`, `points/shard-<index:06d>.parquet` and `charts/`.
+One row per point; the columns, in order (the names are a contract: keep them stable):
+
+Identity
+    point_id                  int64    the point's mixed-radix id in the grid (unique)
+
+Inputs (one per `sweep point` option; those a grid does not give hold their defaults)
+    gpu                       string   GPU as the grid names it (shipped name or path)
+    model                     string   model as the grid names it (shipped name or path)
+    batch                     int64    decode sequences in the step
+    context                   int64    tokens cached per decode sequence
+    prefill                   int64    prefill tokens in the step
+    prefill_context           int64    tokens of the prefilled prompt already cached
+    kv_heads                  int64    KV heads (the model's, or set by the grid)
+    group_size                int64    query heads per KV head (heads / kv_heads)
+    weight_dtype              string   weight format (fp32, bf16, fp16, fp8, int8, int4, ...)
+    kv_dtype                  string   KV-cache format
+    compute_dtype             string   matmul format (picks the peak)
+    mfu_assumed               float64  assumed fraction of dense peak FLOP/s (the `mfu` option)
+    mbu_assumed               float64  assumed fraction of peak bandwidth (the `mbu` option)
+    memory_reserve_gb         float64  GB held back from the KV cache
+    tpot_budget               float64  seconds; only when the grid gives it
+    overlap                   string   "parts" or "full"
+    attention_flops_assumed   string   "causal" or "full" (the `attention_flops` option)
+    activation_traffic        bool     hidden-state traffic counted
+    kv_write                  bool     writing the step's new K and V counted
+    (An input whose name a metric also uses is written as `<name>_assumed`: the metric
+    keeps the core's name, e.g. `mfu` is the MFU the step achieves.)
+
+Roofs of the GPU in the compute dtype (for drawing rooflines)
+    peak_flops                float64  dense peak, FLOP/s
+    bandwidth_bytes_per_s     float64  memory bandwidth, B/s
+
+Metrics: every key of `rooftui.core.step.evaluate_step`, under the same name (booleans
+as bool, everything else float64; SI units: s, FLOP, B, FLOP/s, B/s, FLOP/B):
+    step_time_s, tokens_per_s, prefill_tokens_per_s, per_user_tokens_per_s, flops, bytes,
+    intensity, ridge, compute_bound, attention_share, mfu, mbu,
+    gemm_flops, gemm_bytes, gemm_time_s, gemm_intensity, gemm_compute_bound,
+    attention_flops, attention_bytes, attention_time_s, attention_intensity,
+    attention_compute_bound,
+    [activations_flops, activations_bytes, activations_time_s, activations_intensity,
+    activations_compute_bound: when activation_traffic],
+    weight_bytes, kv_bytes, kv_bytes_per_token, max_batch, fits, intensity_ceiling,
+    throughput_ceiling_tokens_per_s, energy_j_per_token (NaN for a GPU spec without
+    tdp_w), [max_batch_for_tpot: when tpot_budget is given];
+    keys the core adds (tensor parallelism, speculative decoding, ...) appear the same way.
+
+Bounds as words, from the booleans above
+    bound, gemm_bound, attention_bound [, activations_bound]   string  "memory" or "compute"
+
+String columns are dictionary-encoded (polars reads them as Categorical). Ratios of zero
+by zero (a step with no tokens) are NaN; `max_batch` is +inf when memory never binds.
+The manifest's "columns" maps each column of a given output to its type.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rooftui.core.errors import SpecError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+MANIFEST = "manifest.json"
+POINTS = "points"
+SHARDS = "shard-*.parquet"
+
+
+def read_manifest(out_dir: str | Path) -> dict[str, Any]:
+    """The run's record: spec (verbatim and canonical), hash, versions, times, shards."""
+    path = Path(out_dir) / MANIFEST
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"{out_dir}: no {MANIFEST}; not a `sweep run` output folder") from None
+    except (OSError, ValueError) as error:
+        raise SpecError(f"{path}: cannot read the manifest: {error}") from None
+
+
+def scan_results(out_dir: str | Path) -> pl.LazyFrame:
+    """Every point written so far, lazily: filters and column selections read only what
+    they need. Complete shards only (partial writes are hidden files)."""
+    import polars as pl
+
+    points = Path(out_dir) / POINTS
+    if not any(points.glob(SHARDS)):
+        raise SpecError(f"{out_dir}: no results in {POINTS}/ (run `sweep run GRID` first)")
+    return pl.scan_parquet(points / SHARDS)

@@ -1,0 +1,635 @@
+"""`sweep run`'s engine: shards of a grid evaluated and written as parquet, resumably.
+
+Layout of an output folder (the contract the charts and the TUI read):
+
+    <out>/manifest.json                      the run's record (see `build_manifest`)
+    <out>/points/shard-<index:06d>.parquet   point ids [index * shard_size, ...) in order
+    <out>/charts/                            filled by `sweep chart` / the charts module
+
+A shard is written to a hidden temporary file (`.shard-<index>.parquet.tmp-<pid>`) and
+renamed into place, so a reader or a rerun never sees a partial shard under a shard's
+name, whenever the process dies. A shard counts as complete when its parquet footer reads,
+its key-value metadata carries this spec's hash and the shard's id range, and its row count
+and columns are the expected ones; a rerun recomputes the rest (`--force`: everything it
+covers). Workers (local processes or Dask) write their shards themselves: only a row count
+travels back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rooftui.core.errors import SpecError
+from rooftui.sweeps.evaluate import Sweep
+from rooftui.sweeps.grid import Grid, parse_grid
+from rooftui.sweeps.results import MANIFEST, POINTS, read_manifest
+
+FORMAT = "rooftui-sweep/1"
+META = "rooftui."  # prefix of the parquet key-value metadata
+# Encoding dominates the run: lz4 writes ~2x faster than zstd level 1 for files ~30 %
+# larger (53 vs 41 B per row on specs/grid.toml). Statistics (for row-group skipping when
+# filtering) only on the inputs, which is what readers filter on; on every column they
+# cost ~25 % of the write. Values handed to the encoder 64 Ki at a time rather than the
+# default 1 Ki: ~1.5x faster writes.
+COMPRESSION, COMPRESSION_LEVEL = "lz4", None
+WRITE_BATCH_SIZE = 1 << 16
+MIN_SHARD_POINTS, MAX_SHARD_POINTS, TARGET_SHARDS = 1 << 16, 1 << 20, 64
+CONFIRM_POINTS = 10**9  # larger grids need --yes
+OUTPUTS = Path("outputs")
+
+
+# --- layout ------------------------------------------------------------------------------
+def default_shard_size(points: int) -> int:
+    """About TARGET_SHARDS shards (so local workers share small grids evenly), a power of
+    two between 2^16 and 2^20 points: files of at most ~60 MB and about a second of work,
+    so a killed run loses little and a 10^9-point grid is ~1,000 files."""
+    wanted = 1 << max(0, math.ceil(math.log2(max(1, points) / TARGET_SHARDS)))
+    return min(MAX_SHARD_POINTS, max(MIN_SHARD_POINTS, wanted))
+
+
+@dataclass(frozen=True)
+class Layout:
+    points: int
+    shard_size: int
+
+    @property
+    def shards(self) -> int:
+        return -(-self.points // self.shard_size)
+
+    def range(self, index: int) -> tuple[int, int]:
+        start = index * self.shard_size
+        return start, min(start + self.shard_size, self.points)
+
+    def slice(self, part: int, parts: int) -> range:
+        """Shards of slice `part` of `parts` (0-based): a contiguous run of indices."""
+        return range(part * self.shards // parts, (part + 1) * self.shards // parts)
+
+
+def default_out_dir(grid: Grid) -> Path:
+    return OUTPUTS / f"{grid.name}-{grid.spec_hash[:12]}"
+
+
+def shard_path(out_dir: Path, index: int) -> Path:
+    return Path(out_dir) / POINTS / f"shard-{index:06d}.parquet"
+
+
+# --- one shard -----------------------------------------------------------------------------
+def shard_metadata(sweep: Sweep, layout: Layout, index: int,
+                   environment: dict[str, Any]) -> dict[str, str]:
+    """The parquet key-value metadata of a shard: its identity, the spec, the versions."""
+    start, stop = layout.range(index)
+    grid = sweep.grid
+    return {
+        META + "format": FORMAT,
+        META + "spec_hash": grid.spec_hash,
+        META + "name": grid.name,
+        META + "shard": str(index),
+        META + "first_point_id": str(start),
+        META + "end_point_id": str(stop),
+        META + "rows": str(stop - start - sweep.unsupported_points(start, stop)),
+        META + "shard_size": str(layout.shard_size),
+        META + "points": str(layout.points),
+        META + "spec": grid.canonical_text,
+        # the worker's host: shards of one run may come from many machines
+        META + "versions": json.dumps({**environment, "host": socket.gethostname()},
+                                      sort_keys=True),
+    }
+
+
+def arrow_schema(sweep: Sweep, kv: dict[str, str] | None = None):
+    """Every column non-null (no definition levels to write); strings dictionary-encoded."""
+    import pyarrow as pa
+
+    types = {np.dtype(np.int64): pa.int64(), np.dtype(np.float64): pa.float64(),
+             np.dtype(bool): pa.bool_()}
+    fields = [pa.field(name, pa.dictionary(pa.int32(), pa.string()) if name in sweep.dictionaries
+                       else types[dtype], nullable=False)
+              for name, dtype in sweep.column_types.items()]
+    return pa.schema(fields, metadata=kv)
+
+
+class ShardWriter:
+    """A parquet file of a sweep's rows: one row group per `write`, with the settings
+    measured fastest (see COMPRESSION)."""
+
+    def __init__(self, sink, sweep: Sweep, kv: dict[str, str] | None = None) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.schema = arrow_schema(sweep, kv)
+        self.dictionaries = {name: pa.array(names, pa.string())
+                             for name, names in sweep.dictionaries.items()}
+        names = list(sweep.column_types)
+        self.writer = pq.ParquetWriter(
+            sink, self.schema, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
+            use_dictionary=list(self.dictionaries), write_batch_size=WRITE_BATCH_SIZE,
+            # point_id and the inputs: what readers filter on
+            write_statistics=names[: names.index("peak_flops")])
+
+    def write(self, columns: dict[str, np.ndarray]) -> None:
+        """Arrow arrays over the numpy columns without copying them (booleans bit-packed;
+        `pa.array` would copy each column, ~10 % of a run)."""
+        import pyarrow as pa
+
+        def wrap(field):
+            values = np.ascontiguousarray(columns[field.name])
+            if field.name in self.dictionaries:
+                indices = pa.Array.from_buffers(pa.int32(), len(values),
+                                                [None, pa.py_buffer(values)])
+                return pa.DictionaryArray.from_arrays(indices, self.dictionaries[field.name],
+                                                      safe=False)
+            length = len(values)
+            if values.dtype == bool:
+                values = np.packbits(values, bitorder="little")
+            return pa.Array.from_buffers(field.type, length, [None, pa.py_buffer(values)])
+
+        self.writer.write_batch(pa.RecordBatch.from_arrays([wrap(f) for f in self.schema],
+                                                           schema=self.schema))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def write_shard(sweep: Sweep, out_dir: Path, layout: Layout, index: int,
+                environment: dict[str, Any], on_points: Callable[[int], None] | None = None
+                ) -> int:
+    """Evaluate shard `index` and write it atomically; return its row count."""
+    kv = shard_metadata(sweep, layout, index, environment)
+    final = shard_path(out_dir, index)
+    temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    rows = 0
+    try:
+        with open(temporary, "wb") as file:
+            writer = ShardWriter(file, sweep, kv)
+            for columns, points in sweep.row_groups(*layout.range(index)):
+                writer.write(columns)
+                rows += len(columns["point_id"])
+                if on_points:
+                    on_points(points)
+            writer.close()
+        if str(rows) != kv[META + "rows"]:
+            raise AssertionError(f"shard {index}: wrote {rows} rows, expected {kv[META + 'rows']}")
+        os.replace(temporary, final)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return rows
+
+
+def read_footer(path: Path) -> dict[str, Any] | None:
+    """A shard's key-value metadata, row count and column names; None if unreadable."""
+    import pyarrow.parquet as pq
+
+    try:
+        footer = pq.read_metadata(path)
+    except (OSError, ValueError):  # missing, truncated, not parquet (ArrowInvalid)
+        return None
+    kv = {key.decode(): value.decode() for key, value in (footer.metadata or {}).items()}
+    return {"kv": kv, "rows": footer.num_rows, "columns": footer.schema.names}
+
+
+def footer_matches(footer: dict[str, Any] | None, spec_hash: str, layout: Layout,
+                   index: int) -> bool:
+    """The footer belongs to this spec and this shard, and holds the rows it says."""
+    if footer is None:
+        return False
+    kv = footer["kv"]
+    start, stop = layout.range(index)
+    return (kv.get(META + "spec_hash") == spec_hash and kv.get(META + "shard") == str(index)
+            and kv.get(META + "first_point_id") == str(start)
+            and kv.get(META + "end_point_id") == str(stop)
+            and kv.get(META + "rows") == str(footer["rows"]))
+
+
+def shard_is_complete(sweep: Sweep, out_dir: Path, layout: Layout, index: int) -> bool:
+    footer = read_footer(shard_path(out_dir, index))
+    start, stop = layout.range(index)
+    return (footer_matches(footer, sweep.grid.spec_hash, layout, index)
+            and footer["rows"] == stop - start - sweep.unsupported_points(start, stop)
+            and footer["columns"] == list(sweep.column_types))
+
+
+# --- workers -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShardTask:
+    """What a worker needs to compute a shard on its own: the spec travels as text."""
+
+    spec_text: str
+    spec_path: str
+    out_dir: str
+    shard_size: int
+    index: int
+    environment: dict[str, Any]
+
+
+@lru_cache(maxsize=4)
+def _sweep_from(spec_text: str, spec_path: str) -> Sweep:
+    return Sweep(parse_grid(spec_text, Path(spec_path)))
+
+
+def compute_shard(task: ShardTask) -> tuple[int, int]:
+    """Run in a worker: evaluate and write one shard; return (index, rows)."""
+    sweep = _sweep_from(task.spec_text, task.spec_path)
+    layout = Layout(sweep.grid.size, task.shard_size)
+    rows = write_shard(sweep, Path(task.out_dir), layout, task.index, task.environment)
+    return task.index, rows
+
+
+def _run_inline(sweep, layout, out_dir, todo, environment, progress) -> None:
+    for index in todo:
+        write_shard(sweep, out_dir, layout, index, environment, progress.advance)
+
+
+def _run_processes(tasks: list[ShardTask], layout, workers, progress) -> None:
+    import multiprocessing
+
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
+                             mp_context=multiprocessing.get_context(method)) as pool:
+        futures = [pool.submit(compute_shard, task) for task in tasks]
+        try:
+            for future in as_completed(futures):
+                index, _ = future.result()
+                progress.advance(_points(layout, index))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress) -> None:
+    try:
+        from dask.distributed import Client, LocalCluster
+        from dask.distributed import as_completed as dask_completed
+    except ImportError:
+        raise SpecError("--executor dask needs the dask extra: "
+                        "pip install 'rooftui[dask]'") from None
+    if scheduler:
+        client, cluster = Client(scheduler), None
+    else:  # threads in this process for one worker, processes for more
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
+                               processes=workers > 1, dashboard_address=None)
+        client = Client(cluster)
+    try:
+        futures = client.map(compute_shard, tasks, pure=False)
+        for future in dask_completed(futures):
+            index, _ = future.result()
+            progress.advance(_points(layout, index))
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _points(layout: Layout, index: int) -> int:
+    start, stop = layout.range(index)
+    return stop - start
+
+
+# --- the run -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunOptions:
+    out_dir: Path | None = None
+    shard_size: int | None = None  # None: the existing run's, else default_shard_size
+    part: tuple[int, int] | None = None  # (i, N): slice i of N (0-based)
+    workers: int = 1
+    executor: str = "local"  # or "dask"
+    scheduler: str | None = None
+    force: bool = False
+    charts: bool = True
+
+
+def prepare_out_dir(grid: Grid, options: RunOptions) -> tuple[Path, Layout, dict | None]:
+    """The output folder and shard layout; refuses to mix with another spec's results."""
+    out_dir = Path(options.out_dir) if options.out_dir else default_out_dir(grid)
+    previous = None
+    if (out_dir / MANIFEST).is_file():
+        try:
+            previous = read_manifest(out_dir)
+        except SpecError:
+            previous = None  # unreadable: the shards' own metadata still decide
+    elif out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / POINTS).is_dir():
+        raise SpecError(f"{out_dir} exists and is not a sweep output folder; choose a new "
+                        "or empty folder with --out")
+    same_spec = previous is not None and previous.get("spec_hash") == grid.spec_hash
+    if previous is not None and not same_spec and not options.force:
+        raise SpecError(
+            f"{out_dir} holds results of another spec ({previous.get('name')}, hash "
+            f"{str(previous.get('spec_hash'))[:12]}); choose another --out, or --force to "
+            "replace them")
+    shard_size = options.shard_size or (same_spec and previous.get("shard_size")) \
+        or default_shard_size(grid.size)
+    if same_spec and previous.get("shard_size") != shard_size and not options.force:
+        raise SpecError(
+            f"{out_dir} was written with --shard-size {previous.get('shard_size')}; pass that "
+            "to resume, or --force to start over")
+    return out_dir, Layout(grid.size, shard_size), (previous if same_spec else None)
+
+
+def run_sweep(sweep: Sweep, options: RunOptions, progress: Progress) -> dict[str, Any]:
+    """Compute the shards this run covers that are not complete yet; return a summary."""
+    started = time.perf_counter()
+    grid = sweep.grid
+    out_dir, layout, previous = prepare_out_dir(grid, options)
+    points_dir = out_dir / POINTS
+    if options.force and options.part is None and points_dir.is_dir():
+        for stale in points_dir.glob("shard-*.parquet"):
+            stale.unlink()
+    points_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "charts").mkdir(exist_ok=True)
+
+    environment = describe_environment()
+    started_at = (previous or {}).get("started_at") or _now()
+    write_manifest(out_dir, build_manifest(sweep, layout, environment, started_at, None, 0))
+
+    mine = layout.slice(*options.part) if options.part else range(layout.shards)
+    todo = [i for i in mine if options.force or not shard_is_complete(sweep, out_dir, layout, i)]
+    _remove_temporaries(points_dir, set(todo))
+    todo_points = sum(_points(layout, i) for i in todo)
+    progress.start(todo_points, f"{grid.name}: {len(todo):,} of {len(mine):,} shards to compute")
+    tasks = [ShardTask(grid.text, str(grid.path.resolve()), str(out_dir.resolve()),
+                       layout.shard_size, index, environment) for index in todo]
+    if todo and options.executor == "dask":
+        _run_dask(tasks, layout, options.workers, options.scheduler, progress)
+    elif options.workers > 1 and len(todo) > 1:
+        _run_processes(tasks, layout, options.workers, progress)
+    else:
+        _run_inline(sweep, layout, out_dir, todo, environment, progress)
+    progress.finish()
+
+    others = sorted(set(range(layout.shards)) - set(mine))
+    shards_done = len(mine) + sum(shard_is_complete(sweep, out_dir, layout, i) for i in others)
+    complete = shards_done == layout.shards
+    write_manifest(out_dir, build_manifest(sweep, layout, environment, started_at,
+                                           _now(), shards_done))
+    seconds = time.perf_counter() - started
+    charts_seconds = None
+    if complete and options.charts and (todo or not any((out_dir / "charts").iterdir())):
+        progress.note("rendering the grid's charts ...")
+        began = time.perf_counter()
+        _render_charts(out_dir, grid)
+        charts_seconds = time.perf_counter() - began
+    return {
+        "out_dir": str(out_dir),
+        "name": grid.name,
+        "spec_hash": grid.spec_hash,
+        "points": layout.points,
+        "rows": layout.points - sweep.skipped_points,
+        "skipped_points": sweep.skipped_points,
+        "shard_size": layout.shard_size,
+        "shards": layout.shards,
+        "shards_in_run": len(mine),
+        "shards_computed": len(todo),
+        "shards_done": shards_done,
+        "complete": complete,
+        "points_computed": todo_points,
+        "seconds": seconds,
+        "points_per_s": todo_points / seconds if seconds > 0 else None,
+        "charts_seconds": charts_seconds,
+    }
+
+
+def _remove_temporaries(points_dir: Path, shards: set[int]) -> None:
+    """Leftovers of killed runs, for the shards this run is about to write."""
+    for path in points_dir.glob(".shard-*.parquet.tmp-*"):
+        index = path.name.removeprefix(".shard-").split(".", 1)[0]
+        if index.isdigit() and int(index) in shards:
+            path.unlink(missing_ok=True)
+
+
+def _render_charts(out_dir: Path, spec: Grid) -> None:
+    """The grid's `[charts]`, once the dataset is complete; skipped while the charts
+    module does not provide `render_charts` yet."""
+    try:
+        from rooftui.sweeps.charts import render_charts
+    except ImportError as error:
+        if error.name != "rooftui.sweeps.charts":
+            raise
+        return
+    render_charts(out_dir, spec.charts, only=None)
+
+
+# --- manifest ----------------------------------------------------------------------------
+def describe_environment() -> dict[str, Any]:
+    """Versions, git commit and host, as recorded in the manifest and every shard."""
+    def version(package: str) -> str | None:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "rooftui": version("rooftui"),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "polars": version("polars"),
+        "pyarrow": version("pyarrow"),
+        "git_commit": _git_commit(),
+        "host": socket.gethostname(),
+    }
+
+
+@lru_cache(maxsize=1)
+def _git_commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def build_manifest(sweep: Sweep, layout: Layout, environment: dict[str, Any],
+                   started_at: str, finished_at: str | None, shards_done: int) -> dict:
+    grid = sweep.grid
+    return {
+        "format": FORMAT,
+        "name": grid.name,
+        "kind": grid.kind,
+        "description": grid.description,
+        "spec_hash": grid.spec_hash,
+        "spec_path": str(grid.path.resolve()),
+        "spec_text": grid.text,
+        "spec": grid.canonical(),
+        "charts": grid.charts,
+        "points": layout.points,
+        "rows": layout.points - sweep.skipped_points,
+        "skipped_points": sweep.skipped_points,
+        "shard_size": layout.shard_size,
+        "shards": layout.shards,
+        "shards_done": shards_done,
+        "complete": shards_done == layout.shards,
+        "columns": {name: ("string" if name in sweep.dictionaries else str(dtype))
+                    for name, dtype in sweep.column_types.items()},
+        "versions": {k: v for k, v in environment.items() if k not in ("git_commit", "host")},
+        "git_commit": environment["git_commit"],
+        "host": environment["host"],
+        "started_at": started_at,
+        "finished_at": finished_at,
+    }
+
+
+def write_manifest(out_dir: Path, manifest: dict) -> None:
+    """Atomically (temp file + rename): concurrent slices never leave a torn file."""
+    path = Path(out_dir) / MANIFEST
+    temporary = path.with_name(f".{MANIFEST}.tmp-{os.getpid()}")
+    try:
+        temporary.write_text(json.dumps(manifest, indent=2, default=str) + "\n",
+                             encoding="utf-8")
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# --- status and estimates ----------------------------------------------------------------
+def sweep_status(out_dir: Path) -> dict[str, Any]:
+    """Done and missing shards of an output folder, from the manifest and shard footers."""
+    manifest = read_manifest(out_dir)
+    layout = Layout(int(manifest["points"]), int(manifest["shard_size"]))
+    done, invalid, rows = [], 0, 0
+    for index in range(layout.shards):
+        path = shard_path(out_dir, index)
+        footer = read_footer(path) if path.exists() else None
+        if footer_matches(footer, manifest["spec_hash"], layout, index):
+            done.append(index)
+            rows += footer["rows"]
+        elif path.exists():
+            invalid += 1
+    missing = sorted(set(range(layout.shards)) - set(done))
+    return {
+        "out_dir": str(out_dir),
+        "name": manifest["name"],
+        "spec_hash": manifest["spec_hash"],
+        "points": layout.points,
+        "expected_rows": manifest["rows"],
+        "rows": rows,
+        "shard_size": layout.shard_size,
+        "shards": layout.shards,
+        "shards_done": len(done),
+        "shards_missing": len(missing),
+        "missing": _ranges(missing),
+        "invalid_files": invalid,  # damaged, or of another spec: the next run redoes them
+        "complete": not missing,
+        "started_at": manifest.get("started_at"),
+        "finished_at": manifest.get("finished_at"),
+    }
+
+
+def _ranges(indices: Iterable[int]) -> list[str]:
+    """[0, 1, 2, 5] -> ["0-2", "5"]."""
+    spans: list[list[int]] = []
+    for index in indices:
+        if spans and index == spans[-1][1] + 1:
+            spans[-1][1] = index
+        else:
+            spans.append([index, index])
+    return [f"{a}-{b}" if a != b else str(a) for a, b in spans]
+
+
+def estimate(sweep: Sweep, layout: Layout, workers: int, sample_points: int = 1 << 16
+             ) -> dict[str, float]:
+    """Output size and time from evaluating and writing a sample (the first points) in
+    memory; the time assumes `workers` processes on free cores."""
+    import io
+
+    stop = min(layout.points, sample_points)
+    buffer = io.BytesIO()
+    rows = 0
+    began = time.perf_counter()
+    writer = ShardWriter(buffer, sweep)
+    for columns, _ in sweep.row_groups(0, stop):
+        writer.write(columns)
+        rows += len(columns["point_id"])
+    writer.close()
+    seconds_per_point = (time.perf_counter() - began) / stop
+    parallel = max(1, min(workers, layout.shards))
+    return {
+        "sample_points": stop,
+        "bytes": buffer.tell() / max(1, rows) * (layout.points - sweep.skipped_points),
+        "seconds": seconds_per_point * layout.points / parallel,
+    }
+
+
+# --- progress ----------------------------------------------------------------------------
+class Progress:
+    """Points done, rate and ETA on stderr: one rewritten line on a terminal, a plain log
+    line every `interval` seconds otherwise; silent when `quiet`."""
+
+    def __init__(self, stream=None, interactive: bool | None = None, interval: float = 5.0,
+                 quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.interactive = self.stream.isatty() if interactive is None else interactive
+        self.interval = 0.2 if self.interactive else interval
+        self.quiet = quiet
+        self.total = self.done = 0
+        self.began = self.shown = 0.0
+
+    def start(self, total: int, label: str) -> None:
+        self.total, self.done = total, 0
+        self.began = self.shown = time.perf_counter()
+        self._emit(label, end="\n")
+
+    def advance(self, points: int) -> None:
+        self.done += points
+        now = time.perf_counter()
+        if now - self.shown >= self.interval:
+            self.shown = now
+            self._emit(self._line(now), end="\r" if self.interactive else "\n")
+
+    def note(self, text: str) -> None:
+        self._emit(text, end="\n")
+
+    def finish(self) -> None:
+        if self.total:
+            self._emit(self._line(time.perf_counter()), end="\n")
+
+    def _line(self, now: float) -> str:
+        elapsed = max(now - self.began, 1e-9)
+        rate = self.done / elapsed
+        left = (self.total - self.done) / rate if rate else math.inf
+        share = self.done / self.total if self.total else 1.0
+        return (f"  {100 * share:5.1f} %  {self.done:,} / {self.total:,} points  "
+                f"{points_rate(rate)}  elapsed {_duration(elapsed)}  ETA {_duration(left)}")
+
+    def _emit(self, text: str, end: str) -> None:
+        if self.quiet:
+            return
+        prefix = "\r\x1b[2K" if self.interactive else ""
+        self.stream.write(prefix + text + end)
+        self.stream.flush()
+
+
+def points_rate(points_per_s: float) -> str:
+    if points_per_s >= 1e5:
+        return f"{points_per_s / 1e6:.2f} M points/s"
+    return f"{points_per_s:,.0f} points/s"
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"

@@ -1,0 +1,290 @@
+"""Grid specs: parsing, validation, ranges, zips, mixed-radix blocks, the spec hash, and
+the evaluation of blocks against `sweep point`'s single-configuration path."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rooftui.core.errors import SpecError
+from rooftui.core.hardware import load_gpu
+from rooftui.core.model import load_model
+from rooftui.core.point import PointConfig, evaluate_point
+from rooftui.core.step import evaluate_step
+from rooftui.core.tables import GPUTable, dtype_code, gather_step_inputs
+from rooftui.sweeps.evaluate import BOUNDS, Sweep
+from rooftui.sweeps.grid import Grid, load_grid, parse_grid
+
+REPO = Path(__file__).resolve().parents[2]
+WHERE = Path("/virtual/grid.toml")
+
+SMALL = """
+name = "small"
+[fixed]
+prefill = 0
+[axes]
+gpu = ["h100-sxm", "a100-80gb"]
+model = ["llama-3-8b", "llama-3-70b"]
+batch = { start = 1, stop = 8, scale = "log2" }
+context = [1024, 4096]
+group_size = [1, 4]
+"""
+
+
+def grid(text: str) -> Grid:
+    return parse_grid(text, WHERE)
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(SpecError) as caught:
+        Sweep(grid(text))
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+# --- parsing -------------------------------------------------------------------------------
+def test_size_is_the_product_of_the_axes():
+    g = grid(SMALL)
+    assert g.radices == (2, 2, 4, 2, 2)
+    assert g.size == 64
+    assert g.values_of("batch") == (1, 2, 4, 8)
+    assert g.values_of("prefill") == (0,)
+    assert g.values_of("kv_dtype") == (None,)  # resolved per model
+
+
+def test_zip_pairs_axes_into_one_dimension():
+    g = grid("""
+name = "z"
+[axes]
+weight_dtype = ["bf16", "fp8"]
+batch = [1, 2, 3]
+compute_dtype = ["bf16", "fp8"]
+[[zip]]
+axes = ["weight_dtype", "compute_dtype"]
+""")
+    assert [[a.name for a in d.axes] for d in g.dimensions] == [
+        ["weight_dtype", "compute_dtype"], ["batch"]]
+    assert g.size == 6
+
+
+@pytest.mark.parametrize(("spec", "values"), [
+    ('{ start = 1, stop = 1024, scale = "log2" }', [2**k for k in range(11)]),
+    ('{ start = 3, stop = 100, scale = "log2" }', [3, 6, 12, 24, 48, 96]),
+    ("{ start = 0, stop = 10, step = 5 }", [0, 5, 10]),
+    ("{ start = 100, stop = 400, num = 4 }", [100, 200, 300, 400]),
+    ('{ start = 1, stop = 1000, num = 4, scale = "geometric" }', [1, 10, 100, 1000]),
+])
+def test_ranges_of_whole_numbers(spec, values):
+    assert grid(f'name = "r"\n[axes]\ncontext = {spec}\n').values_of("context") == tuple(values)
+
+
+def test_float_ranges():
+    g = grid('name = "f"\n[axes]\nmfu = { start = 0.25, stop = 1, scale = "log2" }\n'
+             'mbu = { start = 0.5, stop = 1, step = 0.25 }\n')
+    assert g.values_of("mfu") == (0.25, 0.5, 1.0)
+    assert g.values_of("mbu") == (0.5, 0.75, 1.0)
+
+
+@pytest.mark.parametrize(("body", "needles"), [
+    ('name = "x"\nbogus = 1\n', ["grid.toml", "unknown key 'bogus'"]),
+    ('name = "x"\n[axes]\nbatchh = [1]\n', ["[axes]", "'batchh'", "did you mean 'batch'"]),
+    ('name = "x"\n[fixed]\ncontxt = 1\n', ["[fixed]", "'contxt'"]),
+    ('name = "x"\n[axes]\nbatch = []\n', ["batch", "empty"]),
+    ('name = "x"\n[axes]\nbatch = [1, -2]\n', ["batch", ">= 0"]),
+    ('name = "x"\n[axes]\nbatch = [1.5]\n', ["batch", "whole number"]),
+    ('name = "x"\n[axes]\nbatch = [1, 1]\n', ["batch", "twice"]),
+    ('name = "x"\n[axes]\nmfu = [0.5, 1.5]\n', ["mfu", "(0, 1]"]),
+    ('name = "x"\n[axes]\nkv_dtype = ["fp9"]\n', ["kv_dtype", "unknown"]),
+    ('name = "x"\n[axes]\ngpu = ["h100-sxn"]\n', ["gpu", "h100-sxn", "did you mean"]),
+    ('name = "x"\n[axes]\nmodel = ["no-such-model"]\n', ["model", "no-such-model"]),
+    ('name = "x"\n[axes]\noverlap = ["parts", "full"]\n', ["overlap", "[fixed]"]),
+    ('name = "x"\n[fixed]\noverlap = "some"\n', ["overlap", "parts, full"]),
+    ('name = "x"\n[fixed]\nbatch = 1\n[axes]\nbatch = [2]\n', ["batch", "also in [fixed]"]),
+    ('name = "x"\n[axes]\nkv_heads = [8]\ngroup_size = [4]\n', ["kv_heads or group_size"]),
+    ('name = "x"\n[axes]\nbatch = { start = 1, stop = 8, scale = "cubic" }\n', ["scale"]),
+    ('name = "x"\n[axes]\nbatch = { start = 1, stop = 8, steps = 2 }\n', ["'steps'"]),
+    ('name = "x"\n[axes]\nbatch = { start = 9, stop = 8 }\n', ["below start"]),
+    ('name = "x"\n[axes]\nbatch = { start = 1, stop = 4, num = 9, scale = "geometric" }\n',
+     ["repeats"]),
+    ('name = "x"\n[axes]\ngpu = { start = 1, stop = 2 }\n', ["list the values"]),
+    ('name = "x"\n[axes]\nbatch = [1, 2]\n[[zip]]\naxes = ["batch", "context"]\n',
+     ["zip", "'context' is not in [axes]"]),
+    ('name = "x"\n[axes]\nbatch = [1, 2]\ncontext = [1]\n[[zip]]\naxes = ["batch", "context"]\n',
+     ["same number of values", "batch has 2", "context has 1"]),
+    ('name = "x y"\n', ["'name'"]),
+    ('name = "x"\nkind = "schedule"\n', ["'kind'", "step"]),
+    ('name = "x"\n[axes\n', ["invalid TOML"]),
+])
+def test_bad_specs_name_the_file_and_key(body, needles):
+    message = error_of(body)
+    assert str(WHERE) in message
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_group_size_must_divide_every_models_heads():
+    message = error_of('name = "x"\n[axes]\nmodel = ["llama-3-8b", "qwen2.5-7b"]\n'
+                       'group_size = [1, 8]\n')
+    assert "group_size 8" in message and "28" in message and "Qwen2.5-7B".lower() in \
+        message.lower()
+
+
+def test_kv_heads_must_divide_the_heads():
+    assert "kv_heads 3" in error_of('name = "x"\n[axes]\nkv_heads = [1, 3]\n')
+
+
+def test_unsupported_compute_dtype_is_an_error_naming_gpu_and_dtype():
+    message = error_of('name = "x"\n[axes]\ngpu = ["h100-sxm", "a100-80gb"]\n'
+                       'compute_dtype = ["bf16", "fp8"]\n')
+    assert "a100-80gb" in message and "fp8" in message and "skip_unsupported" in message
+
+
+def test_skip_unsupported_counts_the_dropped_points():
+    sweep = Sweep(grid('name = "x"\nskip_unsupported = true\n[axes]\n'
+                       'gpu = ["h100-sxm", "a100-80gb"]\ncompute_dtype = ["bf16", "fp8"]\n'
+                       'batch = [1, 2, 3]\n'))
+    assert sweep.skipped_points == 3
+    assert sweep.unsupported_points(0, 12) == 3
+    assert sweep.unsupported_points(6, 12) == 3  # a100 x fp8 are ids 9..11
+    assert sweep.unsupported_points(10, 11) == 1
+    assert sweep.unsupported_points(0, 9) == 0
+    rows = sum(len(c["point_id"]) for c, _ in sweep.row_groups(0, 12))
+    assert rows == 9
+
+
+# --- identity ------------------------------------------------------------------------------
+def test_hash_ignores_formatting_description_and_charts_but_not_values_or_order():
+    base = grid(SMALL).spec_hash
+    noisy = SMALL.replace("[fixed]", '# a comment\ndescription = "words"\n[charts]\n'
+                          'names = ["roofline"]\n[fixed]')
+    assert grid(noisy).spec_hash == base
+    assert grid(SMALL.replace("4096", "8192")).spec_hash != base
+    swapped = SMALL.replace('context = [1024, 4096]\ngroup_size = [1, 4]',
+                            'group_size = [1, 4]\ncontext = [1024, 4096]')
+    assert grid(swapped).spec_hash != base
+
+
+def test_hash_covers_the_gpu_files_it_names(tmp_path):
+    gpu = (REPO / "specs" / "gpus" / "h100-sxm.toml").read_text()
+    (tmp_path / "g.toml").write_text(gpu)
+    text = 'name = "x"\n[axes]\ngpu = ["./g.toml"]\n'
+    first = parse_grid(text, tmp_path / "grid.toml").spec_hash
+    (tmp_path / "g.toml").write_text(gpu.replace("bandwidth_tbs = 3.35", "bandwidth_tbs = 3.9"))
+    assert parse_grid(text, tmp_path / "grid.toml").spec_hash != first
+
+
+def test_shipped_grid_is_at_least_a_million_points():
+    g = load_grid(REPO / "specs" / "grid.toml")
+    sweep = Sweep(g)
+    assert g.size - sweep.skipped_points >= 1_000_000
+    assert {"gpu", "model", "batch", "context", "kv_dtype"} <= {a.name for a in g.axes}
+    assert g.values_of("batch")[0] == 1 and g.values_of("batch")[-1] == 1024
+    assert g.charts["names"]
+
+
+# --- blocks --------------------------------------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(radices=st.lists(st.integers(1, 6), min_size=1, max_size=5), data=st.data())
+def test_blocks_tile_any_range_in_id_order(radices, data):
+    text = 'name = "b"\n[axes]\n' + "".join(
+        f"{axis} = {list(range(1, n + 1))}\n"
+        for axis, n in zip(["batch", "context", "prefill", "prefill_context", "kv_heads"],
+                           radices, strict=False))
+    g = grid(text)
+    start = data.draw(st.integers(0, g.size - 1))
+    stop = data.draw(st.integers(start + 1, g.size))
+    limit = data.draw(st.integers(1, g.size))
+    at = start
+    for block in g.blocks(start, stop, limit):
+        assert block.start == at and 0 < block.size <= limit
+        digits = [np.broadcast_to(d, block.shape).reshape(-1) for d in block.digits()]
+        ids = np.arange(block.start, block.start + block.size)
+        assert all(np.array_equal(d, want) for d, want in
+                   zip(digits, np.unravel_index(ids, g.radices), strict=True))
+        at += block.size
+    assert at == stop
+
+
+def test_blocks_stay_few():
+    g = load_grid(REPO / "specs" / "grid.toml")
+    blocks = list(g.blocks(12345, 1_000_000, 1 << 16))
+    assert len(blocks) < 2 * len(g.radices) + math.ceil(1_000_000 / (1 << 15))
+
+
+# --- evaluation ----------------------------------------------------------------------------
+def _reference(sweep: Sweep, row: dict) -> dict:
+    model = load_model(row["model"]).with_kv_heads(row["kv_heads"])
+    config = PointConfig(
+        gpu=load_gpu(row["gpu"]), model=model, batch=row["batch"], context=row["context"],
+        prefill=row["prefill"], prefill_context=row["prefill_context"],
+        weight_dtype=row["weight_dtype"], kv_dtype=row["kv_dtype"],
+        compute_dtype=row["compute_dtype"],
+        assumptions=sweep.assumptions.with_overrides(mfu=row["mfu_assumed"],
+                                                     mbu=row["mbu_assumed"]),
+        tpot_budget=row.get("tpot_budget"))
+    return evaluate_point(config)
+
+
+def _rows(sweep: Sweep) -> list[dict]:
+    rows = []
+    for columns, _ in sweep.row_groups(0, sweep.grid.size):
+        names = {k: v for k, v in sweep.dictionaries.items()}
+        for i in range(len(columns["point_id"])):
+            rows.append({k: (names[k][v[i]] if k in names else v[i].item())
+                         for k, v in columns.items()})
+    return rows
+
+
+def test_rows_equal_sweep_point_for_every_point():
+    sweep = Sweep(grid(SMALL + 'kv_dtype = ["bf16", "fp8"]\nmfu = [1.0, 0.5]\n'
+                       '[[zip]]\naxes = ["kv_dtype", "mfu"]\n'))
+    rows = _rows(sweep)
+    assert [r["point_id"] for r in rows] == list(range(sweep.grid.size))
+    for row in rows:
+        reference = _reference(sweep, row)
+        for key, value in reference.items():
+            assert row[key] == pytest.approx(value, rel=1e-12, nan_ok=True), key
+        assert row["bound"] == BOUNDS[reference["compute_bound"]]
+        assert row["gemm_bound"] == BOUNDS[reference["gemm_compute_bound"]]
+        assert row["group_size"] * row["kv_heads"] == load_model(row["model"]).num_attention_heads
+
+
+def test_defaults_follow_sweep_point():
+    sweep = Sweep(grid('name = "d"\nprofile = "derated"\n[fixed]\ntpot_budget = 0.05\n'
+                       '[axes]\nmodel = ["llama-3-8b", "reference-mha-6.4b"]\n'))
+    rows = _rows(sweep)
+    assert [r["gpu"] for r in rows] == ["h100-sxm"] * 2
+    assert [r["kv_dtype"] for r in rows] == ["bf16", "fp16"]  # fp16 model: fp16 KV
+    assert [r["weight_dtype"] for r in rows] == ["bf16", "fp16"]
+    assert [r["kv_heads"] for r in rows] == [8, 32]
+    assert [(r["batch"], r["context"]) for r in rows] == [(1, 1024)] * 2
+    assert rows[0]["mfu_assumed"] == 0.5 and rows[0]["mbu_assumed"] == 0.8
+    for row in rows:
+        assert row["max_batch_for_tpot"] == _reference(sweep, row)["max_batch_for_tpot"]
+
+
+def test_columns_cover_every_metric_and_the_roofs():
+    sweep = Sweep(grid('name = "c"\n[fixed]\nactivation_traffic = true\n'))
+    gpus = GPUTable.of([load_gpu("h100-sxm")])
+    bf16 = dtype_code("bf16")
+    metrics = evaluate_step(gather_step_inputs(
+        gpus, load_model("llama-3-8b").as_arrays(), gpu=0, model=0, batch=1, context=1,
+        prefill=0, prefill_context=0, weight_dtype=bf16, kv_dtype=bf16, compute_dtype=bf16),
+        sweep.assumptions)
+    columns = list(sweep.column_types)
+    assert set(metrics) <= set(columns)
+    assert {"point_id", "gpu", "model", "batch", "context", "prefill", "prefill_context",
+            "kv_heads", "group_size", "weight_dtype", "kv_dtype", "compute_dtype",
+            "mfu_assumed", "mbu_assumed", "memory_reserve_gb", "overlap",
+            "attention_flops_assumed", "activation_traffic", "kv_write", "peak_flops",
+            "bandwidth_bytes_per_s", "bound", "gemm_bound", "attention_bound",
+            "activations_bound"} <= set(columns)
+    assert len(columns) == len(set(columns))
+    assert sweep.column_types["fits"] == np.dtype(bool)
+    assert sweep.column_types["step_time_s"] == np.float64
