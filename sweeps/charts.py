@@ -1,0 +1,803 @@
+"""The chart catalogue: Altair views of a sweep's results, as standalone HTML, PNG and SVG.
+
+Each chart function takes the results (a polars DataFrame or LazyFrame with the columns
+`sweep run` writes: the axes, every step metric, peaks) and returns an Altair chart; the
+registry `CHARTS` maps a name to it and `render_charts` writes a result directory's charts
+into its `charts/` folder. The HTML embeds the Vega JavaScript (vl-convert's bundle), so
+a chart opens from a disk or an e-mail with no network at all.
+
+Bounded whatever the grid size: a chart never hands altair the raw rows. It takes a
+*slice* (`take_slice`): each axis it shows keeps at most a fixed number of values (the
+first, the last and others evenly spaced, on a log scale for numbers spanning more than
+a decade), GPU and model become dropdowns, and every other axis is held at one
+representative value:
+
+- batch, context, group size, KV heads: the median of the grid's values (the lower one
+  of an even count);
+- prefill, prefill context and the memory reserve: the smallest (a pure decode step
+  when the grid has one);
+- the assumed mfu and mbu: the largest;
+- dtypes: bf16 when the grid has it, else the first; GPU and model: the grid's first
+  (dropdowns list names in the grid's order and open on the first).
+
+Only the grid's own axes are held (the manifest's dimensions): a column that follows
+from the others (KV heads from model and group size, a model's own dtype, the partner of
+a zipped axis) keeps its matching value, and each held axis is one equality filter the
+parquet reader applies as it scans, so a chart of a 10-million-point grid reads little.
+Without the manifest every input column is held, choosing within each combination of
+the shown axes. `fixed={"context": 8192}` (or `[charts] fixed` in the grid) picks other
+values, and each chart's subtitle says what was held fixed.
+
+Size: a slice holds at most `MAX_ROWS` rows (`_fit` cuts the shown axes until the
+product of their counts fits), each of at most ten short fields with metrics rounded to
+4 significant digits: about 160 bytes of JSON a row with the shipped names, so about
+2.5 MB of data beside the 0.9 MB of Vega JavaScript (names four times as long would
+still fit in 5 MB). Altair stores a frame once however many layers draw it. A
+slice may exceed Altair's default 5,000-row guard: `save_chart` lifts it (as
+`Chart.save` does); anything else serialising a chart should wrap the call in
+`alt.data_transformers.disable_max_rows()`.
+
+polars and altair are imported inside the functions that use them: importing this
+module stays light for the CLI and the TUI.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rooftui.core.errors import SpecError
+
+if TYPE_CHECKING:
+    import altair as alt
+    import polars as pl
+
+    Frame = pl.DataFrame | pl.LazyFrame
+    Dimensions = Sequence[Mapping[str, Sequence]]  # axis columns -> values, zipped together
+
+# Columns of the inputs a grid can sweep (see rooftui.sweeps.results), in the order they
+# are held fixed: names first, then numbers.
+AXES = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "group_size",
+        "kv_heads", "batch", "context", "prefill", "prefill_context", "mfu_assumed",
+        "mbu_assumed", "memory_reserve_gb", "tpot_budget")
+# A grid axis whose name a metric also uses is written as `<name>_assumed`.
+AXIS_COLUMNS = {"mfu": "mfu_assumed", "mbu": "mbu_assumed"}
+INTEGER_AXES = ("batch", "context", "prefill", "prefill_context", "group_size", "kv_heads")
+REPRESENTATIVE = {"prefill": "min", "prefill_context": "min", "mfu_assumed": "max",
+                  "mbu_assumed": "max", "memory_reserve_gb": "min", "weight_dtype": "bf16",
+                  "kv_dtype": "bf16", "compute_dtype": "bf16", "gpu": "first",
+                  "model": "first"}  # any other axis: "median"
+LABELS = {"gpu": "GPU", "model": "model", "weight_dtype": "weights", "kv_dtype": "KV",
+          "compute_dtype": "compute", "group_size": "group size", "kv_heads": "KV heads",
+          "batch": "batch", "context": "context", "prefill": "prefill",
+          "prefill_context": "prefill context", "mfu_assumed": "mfu",
+          "mbu_assumed": "mbu", "memory_reserve_gb": "reserve (GB)",
+          "tpot_budget": "TPOT budget (s)"}
+MAX_ROWS = 15_000
+FLOOR = 4  # values a shown axis keeps before a GPU or model is cut
+CUT_LAST = ("gpu", "model")  # a GPU or model cut from a chart is hidden entirely
+SIGNIFICANT_DIGITS = 4
+CHART_KEYS = {"names", "fixed", "png", "svg"}
+# Save as PNG/SVG from the page; no "open in the Vega editor" link (it needs the web).
+EMBED_OPTIONS = {"renderer": "svg",
+                 "actions": {"export": True, "source": False, "compiled": False,
+                             "editor": False}}
+PNG_SCALE = 2.0
+WIDTH, HEIGHT = 560, 360
+
+
+# --- slices ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChartSlice:
+    """The rows a chart draws (its shown axes and metrics), the values each shown axis
+    kept, and the value each other swept axis was held at."""
+
+    data: pl.DataFrame
+    kept: dict[str, list]
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+    def values(self, axis: str) -> list:
+        return self.kept.get(axis, [])
+
+    def subtitle(self, *notes: str) -> list[str]:
+        held = " · ".join(f"{LABELS[a]} {_show(v)}" for a, v in self.fixed.items())
+        return [line for line in (f"held fixed: {held}" if held else "", *notes) if line]
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _spread(values: list, count: int) -> list:
+    """At most `count` of `values`, first and last included: evenly spaced by rank, or,
+    for positive numbers spanning more than a decade, the ones nearest to evenly spaced
+    logarithms (the charts draw such axes on log scales)."""
+    if len(values) <= count:
+        return values
+    if count == 1:
+        return values[:1]
+    numeric = all(isinstance(v, int | float) for v in values)
+    if numeric and values[0] > 0 and values[-1] > 10 * values[0]:
+        logs = np.log(np.asarray(values, dtype=float))
+        targets = np.linspace(logs[0], logs[-1], count)
+        picks = np.unique(np.abs(logs[None, :] - targets[:, None]).argmin(axis=1))
+        return [values[i] for i in picks]
+    step = (len(values) - 1) / (count - 1)
+    return [values[round(i * step)] for i in range(count)]
+
+
+def _fit(values: dict[str, list], caps: Mapping[str, int], budget: int,
+         last: Sequence[str] = ()) -> dict[str, list]:
+    """Each axis's values thinned to its cap, then cut further, the axis with the most
+    values first, until the product of the counts is within `budget`. Axes in `last`
+    are cut only once the others are down to `FLOOR` values."""
+    sizes = {axis: min(len(v), caps[axis]) for axis, v in values.items()}
+    for floor, axes in ((FLOOR, [a for a in sizes if a not in last]), (1, list(sizes))):
+        while math.prod(sizes.values()) > budget:
+            candidates = [a for a in axes if sizes[a] > floor]
+            if not candidates:
+                break
+            sizes[max(candidates, key=sizes.__getitem__)] -= 1
+    return {axis: _spread(values[axis], sizes[axis]) for axis in values}
+
+
+def _in_grid_order(values: Sequence) -> list:
+    """An axis's distinct values: numbers ascending, names in the order the grid lists
+    them (its first GPU and model are the ones a chart opens on)."""
+    if all(isinstance(v, int | float) for v in values):
+        return sorted(set(values))
+    return list(dict.fromkeys(values))
+
+
+def _pick(values: list, rule: str) -> Any:
+    """The representative of an axis's distinct values, numbers ascending (see the module
+    doc)."""
+    if rule == "bf16":
+        return "bf16" if "bf16" in values else values[0]
+    return {"min": values[0], "first": values[0], "max": values[-1]}.get(
+        rule, values[(len(values) - 1) // 2])
+
+
+def _pick_within(pl, axis: str, rule: str):
+    """`_pick` as a polars aggregation, to choose within each group of rows."""
+    column = pl.col(axis)
+    if rule == "bf16":
+        return pl.when((column == "bf16").any()).then(pl.lit("bf16")).otherwise(column.min())
+    return {"min": column.min(), "first": column.first(), "max": column.max()}.get(
+        rule, column.unique().sort().get((column.n_unique() - 1) // 2))
+
+
+def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *,
+               fixed: Mapping[str, Any] | None = None,
+               axes: Dimensions | None = None,
+               prefer: Mapping[str, str] | None = None, rows_per_point: int = 1) -> ChartSlice:
+    """The bounded slice of `frame` a chart draws.
+
+    `shown` maps each axis the chart displays to the most values it keeps; `metrics` are
+    the other columns it needs (absent ones are skipped). Every other axis is held at
+    `fixed[axis]` or at its representative (`prefer` overrides the rule, see the module
+    doc). At most `MAX_ROWS / rows_per_point` rows come back.
+
+    `axes`: the grid's dimensions (`declared_axes` of its manifest), each mapping its axis
+    columns (several when zipped) to their values. Each dimension with no shown axis is
+    held by one equality filter, which the parquet reader applies while scanning; the
+    other columns of a zipped dimension, and columns no dimension names (KV heads when
+    the grid sweeps the group size), follow. The values come from the grid, so only
+    columns it does not sweep are scanned for theirs. Without `axes` every input column
+    in `AXES` is held, choosing within each combination of the shown axes (window
+    functions over the scanned rows: right for any layout, slower on big grids).
+    """
+    import polars as pl
+
+    lazy = frame.lazy()
+    present = lazy.collect_schema().names()
+    shown_axes = [a for a in shown if a in present]
+    distinct: dict[str, list] = {}
+    if axes is None:
+        dimensions = [(a,) for a in AXES if a in present and a not in shown_axes]
+    else:
+        dimensions = [tuple(a for a in d if a in present) for d in axes]
+        distinct = {a: _in_grid_order(d[a]) for d in axes for a in d if a in present}
+        dimensions += [(a,) for a in (fixed or {}) if a in present and a not in distinct]
+        dimensions = [d for d in dimensions if d and not set(d) & set(shown_axes)]
+    held_axes = [a for d in dimensions for a in d]
+    unknown = [a for a in shown_axes + held_axes if a not in distinct]
+    if unknown:
+        found = lazy.select(pl.col(a).drop_nulls().unique().sort().implode()
+                            for a in unknown).collect()
+        distinct |= {a: found[a][0].to_list() for a in unknown}
+    kept = _fit({a: distinct[a] for a in shown_axes}, shown, MAX_ROWS // rows_per_point,
+                last=CUT_LAST)
+    for axis in shown_axes:
+        lazy = lazy.filter(pl.col(axis).is_in(kept[axis]))
+
+    rules = {**REPRESENTATIVE, **(prefer or {})}
+    for dimension in dimensions:
+        given = [a for a in dimension if fixed and a in fixed]
+        # zipped axes: hold the one with the most values, its partners follow
+        lead = max(dimension, key=lambda a: len(distinct[a]))
+        for axis in given or [lead]:
+            rule = rules.get(axis, "median")
+            if axis in given:
+                value = _check_fixed(axis, fixed[axis], distinct[axis])
+            elif len(distinct[axis]) < 2:
+                continue
+            elif axes is None and shown_axes:
+                value = _pick_within(pl, axis, rule).over(shown_axes)
+            else:
+                value = _pick(distinct[axis], rule)
+            lazy = lazy.filter(pl.col(axis) == value)
+    chosen = [a for a in held_axes if len(distinct[a]) > 1]
+    wanted = [m for m in metrics if m in present and m not in shown_axes]
+    # One row per shown combination, even if a column varies that no one declared an
+    # axis (a frame passed without its manifest, with a column this module does not know).
+    data = (lazy.select(list(dict.fromkeys(shown_axes + chosen + wanted)))
+            .unique(subset=shown_axes, keep="first").sort(shown_axes).collect())
+    held = {a: data[a][0] for a in chosen if data.height and data[a].n_unique() == 1}
+    data = _tidy(pl, data.select(shown_axes + wanted))
+    return ChartSlice(data=data, kept=kept, fixed=held)
+
+
+def _check_fixed(axis: str, value: Any, values: list) -> Any:
+    for candidate in values:
+        same = candidate == value if isinstance(candidate, str) else (
+            isinstance(value, int | float) and not isinstance(value, bool)
+            and float(candidate) == float(value))
+        if same:
+            return candidate
+    have = ", ".join(_show(v) for v in values[:12]) + (" ..." if len(values) > 12 else "")
+    raise SpecError(f"charts: fixed {axis} = {value!r} is not in the results (they have "
+                    f"{have})")
+
+
+def _tidy(pl, data: pl.DataFrame) -> pl.DataFrame:
+    """Names as plain strings, whole-number axes as integers, other numbers rounded (JSON
+    size), NaN and infinities as null."""
+    fixes = []
+    for name, dtype in data.schema.items():
+        if dtype == pl.Categorical:  # how the runner's parquet stores names
+            fixes.append(pl.col(name).cast(pl.String))
+        elif name in INTEGER_AXES and dtype.is_numeric():
+            fixes.append(pl.col(name).cast(pl.Int64))
+        elif dtype.is_float() and name not in AXES:
+            fixes.append(_rounded(pl, pl.col(name)))
+    return data.with_columns(fixes)
+
+
+def _rounded(pl, value):
+    return pl.when(value.is_finite()).then(value.round_sig_figs(SIGNIFICANT_DIGITS))
+
+
+def _positive(pl, *names: str):
+    """Rows whose `names` are finite and positive (what a log scale can place)."""
+    return pl.all_horizontal([pl.col(n).is_not_null() & (pl.col(n) > 0) for n in names])
+
+
+# --- shared chart pieces ----------------------------------------------------------------
+
+def _spaced(frame: pl.DataFrame, column: str, factor: float) -> pl.DataFrame:
+    """The rows of `frame` (sorted by `column`) whose value is at least `factor` times
+    the last one kept: labels on a log axis that would otherwise print over each other."""
+    keep, last = [], 0.0
+    for value in frame[column]:
+        keep.append(value >= factor * last)
+        last = value if keep[-1] else last
+    return frame.filter(keep)
+
+
+def _altair():
+    import altair as alt
+
+    return alt
+
+
+def _dropdowns(alt, chart_slice: ChartSlice, *axes: str) -> list:
+    """A select box for each axis with more than one kept value (default: the first)."""
+    params = []
+    for axis in axes:
+        options = chart_slice.values(axis)
+        if len(options) > 1:
+            params.append(alt.param(name=f"{axis}_choice", value=options[0],
+                                    bind=alt.binding_select(options=options,
+                                                            name=f"{LABELS[axis]} ")))
+    return params
+
+
+def _only_chosen(alt, chart, params: list):
+    """`chart` keeping the rows whose dropdown axes equal the current choices."""
+    for param in params:
+        chart = chart.transform_filter(alt.datum[param.name.removesuffix("_choice")] == param)
+    return chart
+
+
+def _legend_selection(alt, axis: str):
+    return alt.selection_point(name=f"{axis}_legend", fields=[axis], bind="legend")
+
+
+def _highlight(alt, selection, *, on: float = 1.0, off: float = 0.12):
+    return alt.when(selection).then(alt.value(on)).otherwise(alt.value(off))
+
+
+def _title(alt, text: str, chart_slice: ChartSlice, *notes: str):
+    return alt.TitleParams(text=text, subtitle=chart_slice.subtitle(*notes), anchor="start")
+
+
+def _empty(alt, text: str, reason: str) -> alt.TopLevelMixin:
+    """A chart that says why there is nothing to draw, rather than failing the render."""
+    return alt.Chart(alt.Data(values=[{"message": reason}])).mark_text(size=14).encode(
+        text="message:N").properties(title=text, width=WIDTH, height=80)
+
+
+FITS = "datum.fits ? 'fits' : 'exceeds memory'"
+PART_LABELS = {"gemm": "GEMM (weights)", "attention": "attention (KV)", "step": "whole step",
+               "activations": "activations", "communication": "communication"}
+
+
+# --- the charts -------------------------------------------------------------------------
+
+def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+                   axes: Dimensions | None = None) -> alt.TopLevelMixin:
+    """Attainable FLOP/s vs intensity (log-log): roofs, ridges, the step's parts.
+
+    One roof per GPU and compute dtype with its ridge, and the step's GEMM part,
+    attention part and whole step as points coloured by batch (one model at a time,
+    chosen from a dropdown)."""
+    import polars as pl
+
+    alt = _altair()
+    title = "Roofline: where the step's parts sit"
+    parts = ("gemm", "attention", "step")
+    metrics = ["peak_flops", "bandwidth_bytes_per_s", "flops", "step_time_s", "intensity",
+               "bound"] + [f"{p}_{m}" for p in parts[:2]
+                           for m in ("flops", "time_s", "intensity", "bound")]
+    chart_slice = take_slice(frame, {"gpu": 10, "compute_dtype": 3, "model": 12, "batch": 12},
+                             metrics, fixed=fixed, axes=axes, rows_per_point=len(parts))
+    data = chart_slice.data.with_columns(roof=pl.format("{} · {}", "gpu", "compute_dtype"))
+
+    def part_rows(part: str):
+        prefix = "" if part == "step" else f"{part}_"
+        time = "step_time_s" if part == "step" else f"{part}_time_s"
+        return data.select(
+            "roof", "model", "batch", part=pl.lit(PART_LABELS[part]),
+            intensity=pl.col(f"{prefix}intensity"),
+            tflops=_rounded(pl, pl.col(f"{prefix}flops") / pl.col(time) / 1e12),
+            bound=pl.col(f"{prefix}bound"))
+
+    points = pl.concat([part_rows(p) for p in parts]).filter(
+        _positive(pl, "intensity", "tflops"))
+    ridges = data.group_by("roof").agg(
+        peak_tflops=pl.col("peak_flops").first() / 1e12,
+        bandwidth_tbs=pl.col("bandwidth_bytes_per_s").first() / 1e12).with_columns(
+        ridge=_rounded(pl, pl.col("peak_tflops") / pl.col("bandwidth_tbs"))).filter(
+        _positive(pl, "ridge")).sort("roof")
+    if points.is_empty() or ridges.is_empty():
+        return _empty(alt, title, "no step with work to place in these results")
+    low = min(points["intensity"].min(), ridges["ridge"].min()) / 4
+    high = max(points["intensity"].max(), ridges["ridge"].max()) * 4
+    roofs = pl.concat([
+        ridges.with_columns(intensity=pl.lit(low),
+                            tflops=pl.lit(low) * pl.col("bandwidth_tbs")),
+        ridges.with_columns(intensity=pl.col("ridge"), tflops=pl.col("peak_tflops")),
+        ridges.with_columns(intensity=pl.lit(high), tflops=pl.col("peak_tflops")),
+    ]).with_columns(_rounded(pl, pl.col("intensity")), _rounded(pl, pl.col("tflops")))
+
+    x = alt.X("intensity:Q", scale=alt.Scale(type="log"),
+              title="Arithmetic intensity (FLOP/byte)")
+    y = alt.Y("tflops:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~g"),
+              title="Attainable throughput (TFLOP/s)")
+    roof_pick = _legend_selection(alt, "roof")
+    batch_pick = _legend_selection(alt, "batch")
+    models = _dropdowns(alt, chart_slice, "model")
+    roof_tooltip = [alt.Tooltip("roof:N"),
+                    alt.Tooltip("peak_tflops:Q", title="peak (TFLOP/s)", format=",.4~g"),
+                    alt.Tooltip("bandwidth_tbs:Q", title="bandwidth (TB/s)", format=",.4~g"),
+                    alt.Tooltip("ridge:Q", title="ridge (FLOP/byte)", format=",.1f")]
+    roof_lines = alt.Chart(roofs).mark_line(strokeWidth=2).encode(
+        x=x, y=y, detail="roof:N", tooltip=roof_tooltip,
+        color=alt.Color("roof:N", title="Roof (GPU · compute dtype)",
+                        scale=alt.Scale(scheme="tableau20")),
+        opacity=_highlight(alt, roof_pick)).add_params(roof_pick).properties(name="roofs")
+    ridge_marks = alt.Chart(ridges).mark_point(
+        shape="diamond", filled=True, size=90, color="#333").encode(
+        x="ridge:Q", y="peak_tflops:Q", tooltip=roof_tooltip,
+        opacity=_highlight(alt, roof_pick)).properties(name="ridges")
+    dots = _only_chosen(alt, alt.Chart(points), models).mark_point(
+        filled=True, size=70).encode(
+        x=x, y=y,
+        color=alt.Color("batch:O", title="Batch (sequences)",
+                        scale=alt.Scale(scheme="viridis")),
+        shape=alt.Shape("part:N", title="Part", sort=[PART_LABELS[p] for p in parts]),
+        opacity=_highlight(alt, roof_pick & batch_pick, on=0.95, off=0.08),
+        tooltip=[alt.Tooltip("roof:N"), alt.Tooltip("model:N"),
+                 alt.Tooltip("batch:Q", title="batch (sequences)", format=","),
+                 alt.Tooltip("part:N"),
+                 alt.Tooltip("intensity:Q", title="intensity (FLOP/byte)", format=",.2f"),
+                 alt.Tooltip("tflops:Q", title="achieved (TFLOP/s)", format=",.4~g"),
+                 alt.Tooltip("bound:N")],
+    ).add_params(batch_pick, *models).properties(name="parts")
+    layers = alt.layer(roof_lines, ridge_marks, dots).resolve_scale(color="independent")
+    return layers.properties(
+        width=WIDTH, height=HEIGHT,
+        title=_title(alt, title, chart_slice,
+                     "lines: memory roof (intensity × bandwidth) up to the ridge (diamond), "
+                     "then the compute roof; points: the FLOP/s each part achieves"))
+
+
+def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+                              axes: Dimensions | None = None) -> alt.TopLevelMixin:
+    """Decode tokens/s vs batch, all users and per user, one line per context.
+
+    A cross marks a batch whose KV cache no longer fits, a dashed rule the largest that
+    does (the seed's chart, for every GPU and model of the grid)."""
+    import polars as pl
+
+    alt = _altair()
+    title = "Decode throughput vs batch"
+    chart_slice = take_slice(
+        frame, {"gpu": 16, "model": 12, "context": 8, "batch": 24},
+        ["tokens_per_s", "per_user_tokens_per_s", "step_time_s", "attention_share", "fits",
+         "max_batch"], fixed=fixed, axes=axes)
+    data = chart_slice.data.filter(_positive(pl, "batch", "tokens_per_s"))
+    if data.is_empty():
+        return _empty(alt, title, "no decode step (batch > 0) in these results")
+    limits = data.group_by("gpu", "model", "context").agg(pl.col("max_batch").first()).filter(
+        (pl.col("max_batch") >= 1) & (pl.col("max_batch") < data["batch"].max()))
+    points = data.select(
+        "gpu", "model", "context", "batch", "fits", tok_s=pl.col("tokens_per_s"),
+        user_tok_s=pl.col("per_user_tokens_per_s"),
+        step_ms=_rounded(pl, pl.col("step_time_s") * 1e3),
+        attention=pl.col("attention_share"))
+    dropdowns = _dropdowns(alt, chart_slice, "gpu", "model")
+    context_pick = _legend_selection(alt, "context")
+    x = alt.X("batch:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format=","),
+              title="Batch (sequences)")
+    color = alt.Color("context:O", title="Context (tokens)", scale=alt.Scale(scheme="plasma"),
+                      legend=alt.Legend(format=","))
+    tooltip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("model:N"),
+               alt.Tooltip("context:Q", title="context (tokens)", format=","),
+               alt.Tooltip("batch:Q", title="batch (sequences)", format=","),
+               alt.Tooltip("tok_s:Q", title="all users (tok/s)", format=",.0f"),
+               alt.Tooltip("user_tok_s:Q", title="per user (tok/s)", format=",.1f"),
+               alt.Tooltip("step_ms:Q", title="step time (ms)", format=",.4~g"),
+               alt.Tooltip("attention:Q", title="attention share", format=".0%"),
+               alt.Tooltip("memory:N", title="KV cache")]
+    opacity = _highlight(alt, context_pick)
+
+    def panel(name: str, metric: str, axis_title: str, params: list):
+        base = _only_chosen(alt, alt.Chart(points), dropdowns
+                            ).transform_calculate(memory=FITS)
+        y = alt.Y(f"{metric}:Q", title=axis_title, axis=alt.Axis(format="~s"))
+        line = base.mark_line().encode(x=x, y=y, color=color, opacity=opacity,
+                                       tooltip=tooltip)
+        marks = base.mark_point(size=55, filled=True).encode(
+            x=x, y=y, color=color, opacity=opacity, tooltip=tooltip,
+            shape=alt.Shape("memory:N", title="KV cache",
+                            scale=alt.Scale(domain=["fits", "exceeds memory"],
+                                            range=["circle", "cross"])))
+        rules = _only_chosen(alt, alt.Chart(limits), dropdowns).mark_rule(
+            strokeDash=[5, 4]).encode(
+            x="max_batch:Q", color=color, opacity=opacity,
+            tooltip=[alt.Tooltip("context:Q", title="context (tokens)", format=","),
+                     alt.Tooltip("max_batch:Q", title="largest batch in memory",
+                                 format=",")])
+        # Only the layer holding the selection is named: Altair binds a selection to
+        # every named layer of a layered chart inside a concat (a duplicate signal).
+        return alt.layer(line.add_params(*params).properties(name=f"{name}_lines"),
+                         marks, rules).properties(width=WIDTH // 2 + 60, height=HEIGHT - 40)
+
+    return alt.hconcat(
+        panel("all_users", "tok_s", "Tokens per second, all users (tok/s)",
+              [context_pick, *dropdowns]),
+        panel("per_user", "user_tok_s", "Tokens per second per user (tok/s)", []),
+    ).properties(title=_title(alt, title, chart_slice,
+                              "× = the batch's KV cache exceeds GPU memory; dashed rule = "
+                              "the largest batch that fits"))
+
+
+def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+                            axes: Dimensions | None = None) -> alt.TopLevelMixin:
+    """Decode intensity ceiling vs context, per group size, against the ridges.
+
+    The closed form as batch grows without bound (the step's `intensity_ceiling`) as
+    lines, the step's intensity at the grid's largest batch as points, and each GPU's
+    ridge as a dashed rule."""
+    import polars as pl
+
+    alt = _altair()
+    title = "Decode intensity ceiling vs context"
+    lazy = frame.lazy()
+    group = "group_size" if "group_size" in lazy.collect_schema().names() else "kv_heads"
+    chart_slice = take_slice(frame, {"model": 12, group: 8, "context": 32},
+                             ["intensity_ceiling", "intensity", "batch"], fixed=fixed,
+                             axes=axes, prefer={"batch": "max"})
+    data = chart_slice.data.filter(_positive(pl, "context", "intensity_ceiling")).rename(
+        {group: "group", "intensity_ceiling": "ceiling"})
+    if data.is_empty():
+        return _empty(alt, title, "no decode step with context > 0 in these results")
+    ridges = (lazy.select("gpu", "compute_dtype", "ridge").unique().sort("ridge")
+              .collect().filter(_positive(pl, "ridge")))
+    ridges = _tidy(pl, ridges.gather(_spread(list(range(ridges.height)), 8))).select(
+        "ridge", label=pl.format("{} {} ridge", "gpu", "compute_dtype"),
+        context=pl.lit(data["context"].max()))
+    models = _dropdowns(alt, chart_slice, "model")
+    group_pick = _legend_selection(alt, "group")
+    x = alt.X("context:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format=","),
+              title="Context (tokens cached per sequence)")
+    color = alt.Color("group:O", title=LABELS[group].capitalize(),
+                      scale=alt.Scale(scheme="dark2"))
+    opacity = _highlight(alt, group_pick)
+    largest = _show(data["batch"].max())
+    tooltip = [alt.Tooltip("model:N"), alt.Tooltip("group:Q", title=LABELS[group]),
+               alt.Tooltip("context:Q", title="context (tokens)", format=","),
+               alt.Tooltip("ceiling:Q", title="ceiling, batch → ∞ (FLOP/byte)",
+                           format=",.2f"),
+               alt.Tooltip("intensity:Q", title=f"intensity at batch {largest} (FLOP/byte)",
+                           format=",.2f")]
+    base = _only_chosen(alt, alt.Chart(data), models)
+    line = base.mark_line().encode(
+        x=x, y=alt.Y("ceiling:Q", scale=alt.Scale(type="log"),
+                     title="Arithmetic intensity (FLOP/byte)"),
+        color=color, opacity=opacity, tooltip=tooltip).add_params(
+        group_pick, *models).properties(name="ceilings")
+    dots = base.mark_point(size=60, filled=True).encode(
+        x=x, y="intensity:Q", color=color, opacity=opacity, tooltip=tooltip).properties(
+        name="largest_batch")
+    ridge_tooltip = [alt.Tooltip("label:N", title="GPU"),
+                     alt.Tooltip("ridge:Q", title="ridge (FLOP/byte)", format=",.1f")]
+    rules = alt.Chart(ridges).mark_rule(strokeDash=[6, 4], color="#777").encode(
+        y="ridge:Q", tooltip=ridge_tooltip).properties(name="ridges")
+    # a label's height (14 px) as a factor on the log axis (its data span, plus the
+    # decade Vega's rounding adds)
+    values = pl.concat([data["ceiling"], data["intensity"], ridges["ridge"]]).drop_nulls()
+    decades = math.log10(values.max() / values.min()) + 1
+    labels = alt.Chart(_spaced(ridges, "ridge", 10 ** (14 * decades / HEIGHT))).mark_text(
+        align="right", dy=-6, color="#555").encode(
+        x="context:Q", y="ridge:Q", text="label:N", tooltip=ridge_tooltip).properties(
+        name="ridge_labels")
+    return alt.layer(rules, labels, line, dots).properties(
+        width=WIDTH, height=HEIGHT,
+        title=_title(alt, title, chart_slice,
+                     f"lines: closed-form ceiling as batch → ∞; points: the step's intensity "
+                     f"at batch {largest}; dashed: ridges (above them a step would be "
+                     "compute-bound)"))
+
+
+SHARE_BANDS = 10  # the heatmap's colour classes, so that its legend can select them
+BAND_WIDTH = 100 // SHARE_BANDS
+
+
+def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+                          axes: Dimensions | None = None) -> alt.TopLevelMixin:
+    """Attention's share of the step time, a heatmap over batch × context.
+
+    In 10 % bands (the legend selects bands); × marks configurations that do not fit."""
+    import polars as pl
+
+    alt = _altair()
+    title = "Attention's share of the decode step"
+    chart_slice = take_slice(
+        frame, {"gpu": 16, "model": 12, "batch": 16, "context": 16},
+        ["attention_share", "step_time_s", "tokens_per_s", "fits", "bound"],
+        fixed=fixed, axes=axes)
+    data = chart_slice.data.filter(pl.col("attention_share").is_not_null())
+    if data.is_empty():
+        return _empty(alt, title, "no step with a finite attention share in these results")
+    cells = data.select("gpu", "model", "batch", "context", "fits", "bound",
+                        attention=pl.col("attention_share"), tok_s=pl.col("tokens_per_s"),
+                        step_ms=_rounded(pl, pl.col("step_time_s") * 1e3))
+    bands = [f"{b}–{b + BAND_WIDTH} %" for b in range(0, 100, BAND_WIDTH)]
+    band = f"floor(min(datum.attention, 0.9999) * {SHARE_BANDS}) * {BAND_WIDTH}"
+    dropdowns = _dropdowns(alt, chart_slice, "gpu", "model")
+    band_pick = _legend_selection(alt, "band")
+    x = alt.X("batch:O", title="Batch (sequences)", sort="ascending",
+              axis=alt.Axis(labelAngle=0))
+    y = alt.Y("context:O", title="Context (tokens)", sort="descending",
+              axis=alt.Axis(format=","))
+    tooltip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("model:N"),
+               alt.Tooltip("batch:Q", title="batch (sequences)", format=","),
+               alt.Tooltip("context:Q", title="context (tokens)", format=","),
+               alt.Tooltip("attention:Q", title="attention share", format=".1%"),
+               alt.Tooltip("step_ms:Q", title="step time (ms)", format=",.4~g"),
+               alt.Tooltip("tok_s:Q", title="all users (tok/s)", format=",.0f"),
+               alt.Tooltip("bound:N"), alt.Tooltip("memory:N", title="KV cache")]
+    label = f"format({band}, 'd') + '–' + format({band} + {BAND_WIDTH}, 'd') + ' %'"
+    base = _only_chosen(alt, alt.Chart(cells), dropdowns).transform_calculate(
+        memory=FITS, band=label)
+    heat = base.mark_rect().encode(
+        x=x, y=y, tooltip=tooltip, opacity=_highlight(alt, band_pick, off=0.15),
+        color=alt.Color("band:O", title="Attention share",
+                        scale=alt.Scale(domain=bands, scheme="orangered")),
+    ).add_params(band_pick, *dropdowns).properties(name="cells")
+    crosses = base.transform_filter("!datum.fits").mark_text(
+        text="×", fontSize=16, color="#222").encode(x=x, y=y, tooltip=tooltip).properties(
+        name="over_memory")
+    return alt.layer(heat, crosses).properties(
+        width=WIDTH, height=HEIGHT,
+        title=_title(alt, title, chart_slice,
+                     "share of the parts' time spent in attention; × = the KV cache exceeds "
+                     "GPU memory"))
+
+
+def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+                         axes: Dimensions | None = None) -> alt.TopLevelMixin:
+    """The same workload on each GPU: step time split into parts, vs batch.
+
+    One panel per GPU on a shared time axis."""
+    import polars as pl
+
+    alt = _altair()
+    title = "Where the step's time goes, GPU by GPU"
+    present = frame.lazy().collect_schema().names()
+    parts = [p for p in ("gemm", "attention", "activations", "communication")
+             if f"{p}_time_s" in present]
+    chart_slice = take_slice(
+        frame, {"gpu": 12, "model": 12, "batch": 12},
+        [f"{p}_time_s" for p in parts] + ["step_time_s", "tokens_per_s"],
+        fixed=fixed, axes=axes, rows_per_point=len(parts))
+    data = pl.concat([
+        chart_slice.data.select(
+            "gpu", "model", "batch", part=pl.lit(PART_LABELS[p]),
+            ms=_rounded(pl, pl.col(f"{p}_time_s") * 1e3),
+            step_ms=_rounded(pl, pl.col("step_time_s") * 1e3), tok_s=pl.col("tokens_per_s"))
+        for p in parts]).filter(pl.col("ms").is_not_null())
+    if data.is_empty():
+        return _empty(alt, title, "no step in these results")
+    models = _dropdowns(alt, chart_slice, "model")
+    part_pick = _legend_selection(alt, "part")
+    order = [PART_LABELS[p] for p in parts]
+    bars = _only_chosen(alt, alt.Chart(data), models).mark_bar().encode(
+        x=alt.X("batch:O", title="Batch (sequences)", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("sum(ms):Q", title="Step time (ms)", stack="zero"),
+        color=alt.Color("part:N", title="Part", sort=order,
+                        scale=alt.Scale(domain=order, scheme="set2")),
+        order=alt.Order("part:N", sort="ascending"),
+        opacity=_highlight(alt, part_pick, off=0.2),
+        tooltip=[alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("model:N"),
+                 alt.Tooltip("batch:Q", title="batch (sequences)", format=","),
+                 alt.Tooltip("part:N"),
+                 alt.Tooltip("ms:Q", title="part time (ms)", format=",.4~g"),
+                 alt.Tooltip("step_ms:Q", title="step time (ms)", format=",.4~g"),
+                 alt.Tooltip("tok_s:Q", title="all users (tok/s)", format=",.0f")],
+    ).add_params(part_pick, *models).properties(name="parts", width=200, height=160)
+    return bars.facet(facet=alt.Facet("gpu:N", title=None), columns=4).properties(
+        title=_title(alt, title, chart_slice,
+                     "stacked: each part's roofline time; the panels share the time axis"))
+
+
+CHARTS: dict[str, Callable[..., Any]] = {
+    "roofline": roofline_chart,
+    "throughput_vs_batch": throughput_vs_batch_chart,
+    "intensity_ceiling": intensity_ceiling_chart,
+    "attention_share": attention_share_chart,
+    "gpu_comparison": gpu_comparison_chart,
+}
+DEFAULT_CHARTS = ("roofline", "throughput_vs_batch", "intensity_ceiling", "attention_share",
+                  "gpu_comparison")
+
+
+# --- files --------------------------------------------------------------------------------
+
+def save_chart(chart: alt.TopLevelMixin, stem: Path, *, png: bool = False,
+               svg: bool = False) -> list[Path]:
+    """Write `stem`.html (self-contained, offline) and optionally .png and .svg; each file
+    goes to a temporary name first and is renamed into place, so none is ever half-written."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    outputs = [("html", {"inline": True, "embed_options": EMBED_OPTIONS})]
+    if png:
+        outputs.append(("png", {"scale_factor": PNG_SCALE}))
+    if svg:
+        outputs.append(("svg", {}))
+    written = []
+    for extension, options in outputs:
+        path = stem.with_name(f"{stem.name}.{extension}")
+        temporary = path.with_name(f".{path.name}.tmp")
+        try:
+            chart.save(temporary, format=extension, **options)
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+        written.append(path)
+    return written
+
+
+@dataclass(frozen=True)
+class ChartSettings:
+    """The grid's `[charts]` table: `names` to render (default: `DEFAULT_CHARTS`),
+    `fixed` values (`axis = value`, axes as the grid names them) for the axes a chart
+    would otherwise hold at their representative, and `png` / `svg` exports."""
+
+    names: tuple[str, ...] = DEFAULT_CHARTS
+    fixed: dict[str, Any] = field(default_factory=dict)
+    png: bool = False
+    svg: bool = False
+
+
+def chart_settings(table: Any, where: str = "[charts]") -> ChartSettings:
+    """Validate a grid's `[charts]` table; a runner can call it before any work starts."""
+    if not table:
+        return ChartSettings()
+    if not isinstance(table, dict):
+        raise SpecError(f"{where} must be a table with keys {', '.join(sorted(CHART_KEYS))}")
+    unknown = sorted(set(table) - CHART_KEYS)
+    if unknown:
+        raise SpecError(f"{where}: unknown key {unknown[0]!r}; expected "
+                        f"{', '.join(sorted(CHART_KEYS))}")
+    names = table.get("names", list(DEFAULT_CHARTS))
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise SpecError(f"{where} names must be a list of chart names")
+    check_chart_names(names, f"{where} names: ")
+    fixed = table.get("fixed", {})
+    columns = {AXIS_COLUMNS.get(key, key): value for key, value in fixed.items()} if (
+        isinstance(fixed, dict)) else None
+    if columns is None or set(columns) - set(AXES):
+        grid_names = [a.removesuffix("_assumed") for a in AXES]
+        raise SpecError(f"{where} fixed must be a table of axis = value, with axes from "
+                        f"{', '.join(grid_names)}")
+    for key in ("png", "svg"):
+        if not isinstance(table.get(key, False), bool):
+            raise SpecError(f"{where} {key} must be true or false")
+    return ChartSettings(names=tuple(names), fixed=columns, png=table.get("png", False),
+                         svg=table.get("svg", False))
+
+
+def check_chart_names(names: Sequence[str], where: str = "") -> None:
+    import difflib
+
+    for name in names:
+        if name not in CHARTS:
+            close = difflib.get_close_matches(name, CHARTS, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise SpecError(f"{where}unknown chart {name!r}: expected one of "
+                            f"{', '.join(CHARTS)}{hint}")
+
+
+def declared_axes(manifest: dict) -> list[dict[str, list]] | None:
+    """The dimensions of the grid a manifest records, each mapping its axis columns
+    (several when zipped) to their values, from its canonical `dimensions` (lists of
+    `{"axis": name, "values": [...]}`); None when it records none."""
+    spec = manifest.get("spec")
+    dimensions = spec.get("dimensions") if isinstance(spec, dict) else None
+    if not isinstance(dimensions, list):
+        return None
+    return [{AXIS_COLUMNS.get(axis["axis"], axis["axis"]): list(axis["values"])
+             for axis in dimension if isinstance(axis, dict)
+             and isinstance(axis.get("axis"), str) and isinstance(axis.get("values"), list)}
+            for dimension in dimensions if isinstance(dimension, list)]
+
+
+def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = None, *,
+                  only: Sequence[str] | None = None, png: bool = False,
+                  svg: bool = False) -> list[Path]:
+    """Render a result directory's charts into `out_dir/charts/`; return the files written.
+
+    `names`: chart names, or a whole `[charts]` table; default: the manifest's `[charts]`
+    (else `DEFAULT_CHARTS`). `only` renders just those (any catalogue name). PNG and SVG
+    when asked here or in `[charts]`.
+    """
+    from rooftui.sweeps.results import read_manifest, scan_results
+
+    result_dir = Path(out_dir)
+    manifest = read_manifest(result_dir)
+    frame = scan_results(result_dir)
+    table = manifest.get("charts") if names is None or not isinstance(names, Mapping) else names
+    settings = chart_settings(dict(table or {}), f"{result_dir}: [charts]")
+    if names is not None and not isinstance(names, Mapping):
+        settings = replace(settings, names=tuple(names))
+    selected = list(only or settings.names)
+    check_chart_names(selected)
+    axes = declared_axes(manifest)
+    written = []
+    for name in dict.fromkeys(selected):
+        chart = CHARTS[name](frame, fixed=settings.fixed, axes=axes)
+        written += save_chart(chart, result_dir / "charts" / name,
+                              png=png or settings.png, svg=svg or settings.svg)
+    return written
