@@ -300,6 +300,10 @@ def parse_grid(text: str, path: Path) -> Grid:
         raise SpecError(f"{where}: key 'description' must be a string")
     skip_unsupported = spec_files.flag(data, "skip_unsupported", where, False)
     charts = _table(data, "charts", where)
+    # a bad [charts] entry must fail before the points are computed, not after
+    from rooftui.sweeps.charts import chart_settings
+
+    chart_settings(charts, f"{where} [charts]")
 
     fixed = {}
     for key, value in _table(data, "fixed", where).items():
