@@ -1,0 +1,839 @@
+"""The serving simulator: requests through a batching policy, each step timed by the step
+model (`core.step.evaluate_step`).
+
+Policies (the `--policy` of `sweep simulate`):
+- `static`: a batch of up to B waiting requests is prefilled in one step, then decodes
+  until its longest member finishes; finished members hold their slots idle; the next
+  batch takes whatever is waiting when this one ends (or the next arrival).
+- `continuous`: every step runs all decoding sequences; free slots are refilled at once
+  and the new prompts are prefilled whole in that same step (a mixed step). An optional
+  token budget caps a step's tokens (decodes plus whole prompts, vLLM's
+  max_num_batched_tokens without chunking); a prompt longer than the budget runs alone
+  with the decodes. Without one, every free slot is filled in one step.
+- `chunked`: a per-step token budget T shared with decodes: decodes first (one token
+  each), then partial prefills in admission order, then new prompts, each prompt cut to
+  what is left of the budget (Sarathi-Serve / vLLM chunked prefill). T >= B.
+
+KV cache (`--kv-admission`): the capacity is what the GPU's memory holds after the
+weights and the profile's reserve, at the step model's KV bytes per token (windowed
+layers counted in full, as a paged allocator stores them).
+- `reserve`: a request is admitted only when its whole sequence (prompt plus all its
+  output tokens, the output length being the request's max_tokens) fits; never preempts.
+- `paged`: blocks of `block_size` tokens; a prompt is admitted when its blocks fit with
+  a 1 % watermark left free (vLLM's rule); each decode step takes a new block whenever a
+  sequence fills one, and when none is free the latest-arrived running sequence is
+  preempted: its blocks are freed and it goes back to the front of the queue, to be
+  prefilled again over prompt + tokens generated so far (recompute), which yields its
+  next token.
+
+Step times come from the core step model, through `StepCosts`: a step of B decodes with
+contexts S_i and prefill chunks (n_j tokens after c_j cached) costs, per part, the sum of
+the decode group's and every chunk's FLOPs and bytes, except the GEMM's weight bytes,
+read once per step at the step's total token count; each part is then put on its
+roofline as the core does. Those sums are exact: StepCosts takes them from a few
+evaluate_step calls (see its doc) and checks them against evaluate_step when built.
+
+Token accounting: a prompt's prefill yields the first output token; a sequence holding S
+tokens (prompt plus outputs so far) decodes with context S; a request with L output
+tokens runs one prefill and L - 1 decode steps. Metrics use the serving-engine names:
+TTFT (first token minus arrival), TPOT = (E2E - TTFT) / (L - 1) (requests with L > 1),
+ITL (every gap between consecutive tokens of a request), E2E; occupancy is useful
+slot-steps (sequences that advanced in a step) over all slot-steps (B per step).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from rooftui.core.assumptions import Assumptions
+from rooftui.core.errors import SpecError
+from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step
+from rooftui.core.workloads import Requests
+
+POLICIES = ("static", "continuous", "chunked")
+KV_ADMISSIONS = ("reserve", "paged")
+DEFAULT_TOKEN_BUDGET = 512
+PAGED_WATERMARK = 0.01  # share of blocks kept free when admitting (vLLM's default)
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    policy: str = "continuous"
+    max_batch: int = 128
+    token_budget: int | None = None  # chunked: None is DEFAULT_TOKEN_BUDGET; continuous: no cap
+    kv_admission: str = "reserve"
+    block_size: int = 16
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise SpecError(f"unknown policy {self.policy!r}: expected {', '.join(POLICIES)}")
+        if self.kv_admission not in KV_ADMISSIONS:
+            raise SpecError(f"unknown KV admission {self.kv_admission!r}: expected "
+                            f"{', '.join(KV_ADMISSIONS)}")
+        if self.max_batch < 1:
+            raise SpecError(f"the max batch must be >= 1, got {self.max_batch}")
+        if self.block_size < 1:
+            raise SpecError(f"the block size must be >= 1 token, got {self.block_size}")
+        if self.token_budget is not None and self.token_budget < 1:
+            raise SpecError(f"the token budget must be >= 1 token, got {self.token_budget}")
+        if self.policy == "static" and self.token_budget is not None:
+            raise SpecError("a token budget applies to --policy chunked or continuous")
+        if self.policy == "chunked" and self.budget < self.max_batch:
+            raise SpecError(f"the token budget ({self.budget}) must be at least the max batch "
+                            f"({self.max_batch}): decodes take one token each first")
+        if self.policy == "static" and self.kv_admission == "paged":
+            raise SpecError("static batching reserves whole sequences; --kv-admission paged "
+                            "applies to continuous and chunked")
+
+    @property
+    def budget(self) -> float:
+        """Tokens per step: the chunked default, or no cap for continuous batching."""
+        if self.token_budget is not None:
+            return int(self.token_budget)
+        return DEFAULT_TOKEN_BUDGET if self.policy == "chunked" else math.inf
+
+
+# ---------------------------------------------------------------------------------------
+# step costs
+
+
+def _quadratic(values: list[float]) -> tuple[float, ...]:
+    """Coefficients (f00, a, b, d, e, g) of f(u, v) = f00 + a u + b v + d u^2 + e u v + g v^2
+    from its values at (0,0), (1,0), (2,0), (0,1), (1,1), (0,2): exact finite differences."""
+    f00, f10, f20, f01, f11, f02 = values
+    d = (f20 - 2.0 * f10 + f00) / 2.0
+    g = (f02 - 2.0 * f01 + f00) / 2.0
+    e = f11 - f10 - f01 + f00
+    return f00, f10 - f00 - d, f01 - f00 - g, d, e, g
+
+
+_STENCIL = ((0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (0, 2))
+
+
+def _poly(coefficients, u, v):
+    f00, a, b, d, e, g = coefficients
+    return f00 + a * u + b * v + d * u * u + e * u * v + g * v * v
+
+
+class StepCosts:
+    """Step times of any batch composition, equal to the core step model's.
+
+    Built from a handful of `evaluate_step` calls on arrays, using three facts about the
+    core's parts (each checked against evaluate_step when the object is built, so a core
+    change that breaks one fails loudly instead of drifting):
+
+    1. a decode group of B sequences costs, per part, a function of B (tabulated for
+       B = 0..max_batch at context 0) plus, per sequence, a term linear in its context S
+       below the sliding window w and linear with another slope above it; so the group
+       needs only B, the summed context and the summed min(S, w);
+    2. a prefill chunk of n tokens after c cached costs a quadratic in (n, c) on each of
+       the three window regimes (c + n <= w; c < w < c + n; c >= w), fitted exactly
+       from six evaluations per regime;
+    3. parts add over the decode group and the chunks, except the GEMM's weight bytes,
+       which are read once per step: they are evaluated at the step's total tokens.
+
+    FLOPs and bytes of real steps are integers (or halves) far below 2^53, so these sums
+    are exact in float64 and the times are the core's to the last bit: each part is timed
+    as the core times it (max(F / compute rate, bytes / memory rate); the interconnect
+    parts at bytes / link rate), then the part times are summed (overlap "parts"), or the
+    roofline is taken over the summed FLOPs and bytes and the link times (overlap "full").
+    Speculative decoding (several tokens per sequence and step) is refused.
+    """
+
+    def __init__(self, inputs: StepInputs, assumptions: Assumptions, max_batch: int) -> None:
+        self.inputs = inputs
+        self.assumptions = assumptions
+        self.max_batch = int(max_batch)
+        if np.any(np.asarray(inputs.spec_tokens) != 0):
+            raise SpecError("the simulator runs one token per sequence and decode step; "
+                            "speculative decoding (--spec-tokens) is not simulated")
+        self.compute_rate = float(inputs.mfu * inputs.peak_flops)
+        self.memory_rate = float(inputs.mbu * inputs.bandwidth)
+        self.link_rate = float(np.asarray(inputs.interconnect))
+        self.overlap_parts = assumptions.overlap == "parts"
+        window = float(np.asarray(inputs.model.window))
+        self.window = window if math.isfinite(window) and np.asarray(
+            inputs.model.windowed_layers) > 0 else math.inf
+        if self.window < 3:
+            raise SpecError(f"the simulator needs a sliding window of at least 3 tokens, "
+                            f"got {self.window:g}")
+
+        decode = self._evaluate(batch=np.arange(self.max_batch + 1.0))
+        self.parts = tuple(p for p in PARTS if f"{p}_flops" in decode)
+        self.gemm = self.parts.index("gemm")
+        # parts timed at the interconnect (tensor-parallel all-reduces), not on a roofline
+        self.links = tuple(p in LINK_PARTS for p in self.parts)
+        self.decode_flops = [decode[f"{p}_flops"].tolist() for p in self.parts]
+        self.decode_bytes = [decode[f"{p}_bytes"].tolist() for p in self.parts]
+        self._decode_flops_array = np.array(self.decode_flops)
+        self._decode_bytes_array = np.array(self.decode_bytes)
+        self._fit_context_slopes()
+        self._terms = tuple(zip(self.decode_flops, self.below_flops, self.above_flops,
+                                self.decode_bytes, self.below_bytes, self.above_bytes,
+                                self.links, strict=True))
+        self._fit_chunks()
+        self._fit_weight_bytes()
+        # KV capacity per GPU: the memory the weights and the reserve leave, over one
+        # more cached token's bytes on this GPU (every layer, as a paged cache holds it)
+        memory = self._evaluate(batch=1.0, context=np.array([0.0, 1.0]))
+        self.kv_bytes_per_token = float(memory["kv_bytes"][1] - memory["kv_bytes"][0])
+        self.weight_resident_bytes = float(memory["weight_bytes"][0])
+        free = float(inputs.memory - inputs.memory_reserve) - self.weight_resident_bytes
+        self.kv_capacity_tokens = max(0, math.floor(free / self.kv_bytes_per_token))
+        self._check_against_core()
+
+    # --- building -------------------------------------------------------------------
+    def _evaluate(self, batch=0.0, context=0.0, prefill=0.0, prefill_context=0.0):
+        f64 = np.float64
+        probe = replace(self.inputs, batch=np.asarray(batch, f64),
+                        context=np.asarray(context, f64), prefill=np.asarray(prefill, f64),
+                        prefill_context=np.asarray(prefill_context, f64))
+        shape = np.broadcast_shapes(*(np.shape(x) for x in (batch, context, prefill,
+                                                            prefill_context)))
+        # a metric that does not depend on a probed input comes back unbroadcast
+        return {key: np.broadcast_to(value, shape)
+                for key, value in evaluate_step(probe, self.assumptions).items()}
+
+    def _fit_context_slopes(self) -> None:
+        """Per-sequence context terms: slope below the window and above it."""
+        w = self.window
+        anchors = [0.0, 1.0, 2.0] + ([w, w + 1, w + 2] if math.isfinite(w) else [])
+        one = self._evaluate(batch=1.0, context=np.array(anchors))
+        self.below_flops, self.above_flops, self.below_bytes, self.above_bytes = [], [], [], []
+        for p in self.parts:
+            for kind, below, above in (("flops", self.below_flops, self.above_flops),
+                                       ("bytes", self.below_bytes, self.above_bytes)):
+                value = one[f"{p}_{kind}"].tolist()
+                below.append(value[1] - value[0])
+                above.append(value[4] - value[3] if math.isfinite(w) else value[1] - value[0])
+
+    def _regimes(self) -> list[tuple[float, float]]:
+        """Stencil origins (n0, c0) inside each window regime."""
+        w = self.window
+        if not math.isfinite(w):
+            return [(1.0, 0.0)]
+        return [(1.0, 0.0), (4.0, w - 3.0), (1.0, w)]
+
+    def _fit_chunks(self) -> None:
+        origins = self._regimes()
+        n = np.array([n0 + du for n0, _ in origins for du, _ in _STENCIL])
+        c = np.array([c0 + dv for _, c0 in origins for _, dv in _STENCIL])
+        chunk = self._evaluate(prefill=n, prefill_context=c)
+        self.chunk_regimes = []
+        for r, (n0, c0) in enumerate(origins):
+            rows = slice(6 * r, 6 * r + 6)
+            flops = [_quadratic(chunk[f"{p}_flops"][rows].tolist()) for p in self.parts]
+            nbytes = [_quadratic(chunk[f"{p}_bytes"][rows].tolist()) for p in self.parts]
+            self.chunk_regimes.append((n0, c0, flops, nbytes))
+
+    def _fit_weight_bytes(self) -> None:
+        """GEMM bytes as a function of the step's tokens: constant for dense models."""
+        tokens = np.array([1.0, 2.0, 3.0, 64.0, 4096.0, 2.0 ** 20])
+        read = self._evaluate(batch=tokens)["gemm_bytes"].tolist()
+        self._constant_weight_bytes = read[0] if len(set(read)) == 1 else None
+        self._weight_bytes_memo: dict[int, float] = {}
+
+    def weight_bytes(self, tokens: int) -> float:
+        """Bytes of weights the step's GEMMs read (once per step)."""
+        if self._constant_weight_bytes is not None:
+            return self._constant_weight_bytes if tokens > 0 else 0.0
+        if tokens not in self._weight_bytes_memo:  # e.g. MoE: experts touched grow with T
+            value = self._evaluate(batch=float(tokens))["gemm_bytes"]
+            self._weight_bytes_memo[tokens] = float(np.asarray(value))
+        return self._weight_bytes_memo[tokens]
+
+    def _check_against_core(self) -> None:
+        """Every shape of step the core can express, compared with evaluate_step."""
+        w = self.window
+        contexts = [1.0, 300.0, 5000.0] + ([w - 1, w, w + 1, 3 * w] if math.isfinite(w) else [])
+        chunks = [(1.0, 0.0), (512.0, 0.0), (37.0, 1000.0), (3000.0, 2500.0)]
+        if math.isfinite(w):
+            chunks += [(2.0, w - 2), (10.0, w - 3), (w + 5, 7.0), (5.0, w), (100.0, 2 * w)]
+        batches = sorted({1, min(7, self.max_batch), self.max_batch})
+        probes = [(b, s, 0.0, 0.0) for b in batches for s in contexts]
+        probes += [(0, 0.0, n, c) for n, c in chunks]
+        probes += [(b, s, n, c) for b in batches for s in contexts[:2] for n, c in chunks[-3:]]
+        columns = (np.array(column, dtype=np.float64) for column in zip(*probes, strict=True))
+        core = self._evaluate(*columns)
+        expected = core["step_time_s"].tolist()
+        for (b, s, n, c), want in zip(probes, expected, strict=True):
+            got = self.time(int(b), b * s, b * min(s, w), [(n, c)] if n else ())
+            if not math.isclose(got, want, rel_tol=1e-12, abs_tol=0.0):
+                raise RuntimeError(
+                    f"scheduler step costing no longer reproduces evaluate_step at batch {b}, "
+                    f"context {s:g}, prefill {n:g} after {c:g}: {got!r} s vs {want!r} s; the "
+                    "step model's shape changed (see StepCosts in core/scheduler.py)")
+
+    # --- costing --------------------------------------------------------------------
+    def time(self, batch: int, sum_context: float, sum_window_context: float,
+             chunks=()) -> float:
+        """Seconds for `batch` decodes with these summed contexts (sum of S_i and of
+        min(S_i, window)) plus prefill `chunks` [(tokens, cached), ...]. The simulator's
+        inner loop: plain floats, no numpy."""
+        beyond = sum_context - sum_window_context
+        tokens = batch
+        if chunks:
+            window = self.window
+            chunk_flops = [0.0] * len(self.parts)
+            chunk_bytes = [0.0] * len(self.parts)
+            for n, c in chunks:
+                tokens += n
+                n0, c0, flop_terms, byte_terms = self.chunk_regimes[
+                    0 if c + n <= window else 1 if c < window else 2]
+                u, v = n - n0, c - c0
+                uu, uv, vv = u * u, u * v, v * v
+                for i, (f00, a, b, d, e, g) in enumerate(flop_terms):
+                    chunk_flops[i] += f00 + a * u + b * v + d * uu + e * uv + g * vv
+                for i, (f00, a, b, d, e, g) in enumerate(byte_terms):
+                    chunk_bytes[i] += f00 + a * u + b * v + d * uu + e * uv + g * vv
+        weights = self.weight_bytes(int(tokens))
+        compute, memory, link, gemm = (self.compute_rate, self.memory_rate, self.link_rate,
+                                       self.gemm)
+        total = total_flops = total_bytes = link_time = 0.0
+        for i, (flop_table, flop_below, flop_above, byte_table, byte_below, byte_above,
+                on_link) in enumerate(self._terms):
+            flops = flop_table[batch] + flop_below * sum_window_context + flop_above * beyond
+            if i == gemm:  # the weights: read once for the whole step
+                nbytes = weights
+                if chunks:
+                    flops += chunk_flops[i]
+            else:
+                nbytes = byte_table[batch] + byte_below * sum_window_context + byte_above * beyond
+                if chunks:
+                    flops += chunk_flops[i]
+                    nbytes += chunk_bytes[i]
+            if on_link:
+                part_time = nbytes / link if nbytes > 0 else 0.0
+                link_time = max(link_time, part_time)
+            else:
+                part_time = max(flops / compute, nbytes / memory)
+                total_flops += flops
+                total_bytes += nbytes
+            total += part_time
+        if self.overlap_parts:
+            return total
+        return max(total_flops / compute, total_bytes / memory, link_time)
+
+    def chunk_arrays(self, tokens: np.ndarray, cached: np.ndarray):
+        """`chunk` for arrays of chunks: per-part FLOPs and bytes arrays."""
+        tokens, cached = np.asarray(tokens, np.float64), np.asarray(cached, np.float64)
+        w = self.window
+        regime = np.where(cached + tokens <= w, 0, np.where(cached < w, 1, 2))
+        flops = [np.zeros(tokens.shape) for _ in self.parts]
+        nbytes = [np.zeros(tokens.shape) for _ in self.parts]
+        for r, (n0, c0, flop_terms, byte_terms) in enumerate(self.chunk_regimes):
+            here = regime == r
+            if not here.any():
+                continue
+            u, v = tokens[here] - n0, cached[here] - c0
+            for i in range(len(self.parts)):
+                flops[i][here] = _poly(flop_terms[i], u, v)
+                nbytes[i][here] = _poly(byte_terms[i], u, v)
+        return flops, nbytes
+
+    def decode_arrays(self, batch: np.ndarray, sum_context: np.ndarray,
+                      sum_window_context: np.ndarray):
+        """Per-part FLOPs and bytes arrays of decode groups (the arrays form of `time`'s
+        first lines)."""
+        batch = np.asarray(batch, dtype=np.int64)
+        beyond = sum_context - sum_window_context
+        flops = [self._decode_flops_array[i][batch] + self.below_flops[i] * sum_window_context
+                 + self.above_flops[i] * beyond for i in range(len(self.parts))]
+        nbytes = [self._decode_bytes_array[i][batch] + self.below_bytes[i] * sum_window_context
+                  + self.above_bytes[i] * beyond for i in range(len(self.parts))]
+        return flops, nbytes
+
+    def times(self, flops: list[np.ndarray], nbytes: list[np.ndarray],
+              tokens: np.ndarray) -> np.ndarray:
+        """Step times from per-part FLOPs and bytes arrays and each step's total tokens
+        (which set the weight bytes)."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        nbytes = list(nbytes)
+        if self._constant_weight_bytes is None:
+            nbytes[self.gemm] = np.array([self.weight_bytes(int(t)) for t in tokens.flat])
+        else:
+            nbytes[self.gemm] = np.where(tokens > 0, self._constant_weight_bytes, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            part_times = [np.where(b > 0, b / self.link_rate, 0.0) if on_link
+                          else np.maximum(f / self.compute_rate, b / self.memory_rate)
+                          for f, b, on_link in zip(flops, nbytes, self.links, strict=True)]
+        if self.overlap_parts:
+            return sum(part_times)
+        roofline = sum(f for f, on_link in zip(flops, self.links, strict=True) if not on_link)
+        step = np.maximum(roofline / self.compute_rate, sum(
+            b for b, on_link in zip(nbytes, self.links, strict=True) if not on_link)
+            / self.memory_rate)
+        for part_time, on_link in zip(part_times, self.links, strict=True):
+            if on_link:
+                step = np.maximum(step, part_time)
+        return step
+
+
+# ---------------------------------------------------------------------------------------
+# simulation
+
+# per step: start and duration; decode sequences and their summed context; prefill
+# tokens and chunks; requests waiting and running (admitted, unfinished) when it started;
+# KV tokens held (reserved tokens, or allocated blocks times the block size)
+STEP_COLUMNS = ("start_s", "duration_s", "decode_tokens", "decode_context_tokens",
+                "prefill_tokens", "prefill_chunks", "waiting", "running", "kv_tokens")
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """What one run produced: per-request times, per-step records, ITL samples."""
+
+    config: SchedulerConfig
+    requests: Requests
+    first_token_s: np.ndarray  # time of each request's first output token
+    finish_s: np.ndarray  # time of its last output token
+    preemptions: np.ndarray  # times each request was preempted
+    steps: dict[str, np.ndarray]  # STEP_COLUMNS, one entry per step
+    resume_gaps_s: np.ndarray  # token gaps across a preemption (recompute)
+    kv_capacity_tokens: int
+
+    @property
+    def useful_slots(self) -> np.ndarray:
+        """Sequences that advanced in each step: decodes plus prefill chunks."""
+        return self.steps["decode_tokens"] + self.steps["prefill_chunks"]
+
+
+def _check_capacity(costs: StepCosts, config: SchedulerConfig, requests: Requests) -> None:
+    longest = int(np.max(requests.input_tokens + requests.output_tokens))
+    capacity = costs.kv_capacity_tokens
+    if config.kv_admission == "paged":
+        blocks = capacity // config.block_size
+        usable = blocks - math.ceil(PAGED_WATERMARK * blocks)
+        capacity = usable * config.block_size
+    if longest > capacity:
+        raise SpecError(
+            f"a request of {longest:,} tokens (prompt + output) does not fit the KV cache "
+            f"({capacity:,} tokens after {costs.weight_resident_bytes / 1e9:.1f} GB of weights "
+            "and the reserve): use a GPU with more memory, a smaller KV dtype, or cap the lengths")
+
+
+def simulate(inputs: StepInputs, assumptions: Assumptions, config: SchedulerConfig,
+             requests: Requests, costs: StepCosts | None = None) -> Simulation:
+    """Run `requests` through `config`'s policy with step times from the step model.
+
+    `inputs` is one configuration's StepInputs (e.g. `PointConfig.step_inputs()`); its
+    batch and token counts are ignored. Pass `costs` to reuse a StepCosts across runs of
+    the same configuration. Deterministic: the same inputs give the same result, bit for
+    bit.
+    """
+    if costs is None or costs.max_batch < config.max_batch:
+        costs = StepCosts(inputs, assumptions, config.max_batch)
+    if len(requests) == 0:
+        raise SpecError("no requests to simulate")
+    _check_capacity(costs, config, requests)
+    run = _run_static if config.policy == "static" else _run_dynamic
+    return run(costs, config, requests)
+
+
+def _static_batches(costs: StepCosts, inputs: np.ndarray, outputs: np.ndarray,
+                    bounds: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Step records of static batches, all at once: batch b holds requests
+    bounds[b] .. bounds[b+1] - 1 and runs one prefill step then decode steps j = 1 ..
+    max(L) - 1, where the members with L > j decode at context I + j. Returns the
+    records (no start times) and, per request, the index of its last step."""
+    sizes = np.diff(bounds)
+    batch_of = np.repeat(np.arange(sizes.size), sizes)  # of each request
+    lengths = np.maximum.reduceat(outputs, bounds[:-1])  # steps of each batch
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    total = int(offsets[-1])
+    first = offsets[batch_of]  # each request's prefill step
+    last = first + outputs - 1
+
+    def over_decodes(begin, end, weights=None):
+        """Sum over requests of `weights` on steps begin .. end - 1 (difference array)."""
+        delta = np.bincount(begin, weights, total + 1) - np.bincount(end, weights, total + 1)
+        return np.cumsum(delta)[:total]
+
+    begin, end = first + 1, first + outputs
+    active = np.rint(over_decodes(begin, end)).astype(np.int64)
+    j = np.arange(total) - np.repeat(offsets[:-1], lengths)
+    sum_context = over_decodes(begin, end, inputs.astype(np.float64)) + j * active
+    window = costs.window
+    if math.isfinite(window):
+        # context I + j stays below the window while j < w - I, then counts as w
+        turn = np.clip(first + (int(window) - inputs), begin, end)
+        below = over_decodes(begin, turn)
+        sum_window = (over_decodes(begin, turn, inputs.astype(np.float64)) + j * below
+                      + window * over_decodes(turn, end))
+    else:
+        sum_window = sum_context
+    durations = costs.times(*costs.decode_arrays(active, sum_context, sum_window), active)
+
+    chunk_flops, chunk_bytes = costs.chunk_arrays(inputs, np.zeros(inputs.size))
+    per_batch = [[np.bincount(batch_of, part, sizes.size) for part in parts]
+                 for parts in (chunk_flops, chunk_bytes)]
+    prompts = np.bincount(batch_of, inputs, sizes.size)
+    durations[offsets[:-1]] = costs.times(*per_batch, prompts)
+    records = {
+        "duration_s": durations,
+        "decode_tokens": active,
+        "decode_context_tokens": np.rint(sum_context).astype(np.int64),
+        "prefill_tokens": np.zeros(total, np.int64),
+        "prefill_chunks": np.zeros(total, np.int64),
+        "running": active.copy(),
+        "kv_tokens": np.repeat(np.bincount(batch_of, inputs + outputs, sizes.size),
+                               lengths).astype(np.int64),
+    }
+    records["prefill_tokens"][offsets[:-1]] = prompts.astype(np.int64)
+    records["prefill_chunks"][offsets[:-1]] = sizes
+    records["running"][offsets[:-1]] = sizes
+    return records, last
+
+
+def _static_bounds(lengths: np.ndarray, start: int, stop: int, max_batch: int,
+                   capacity: int, batches: float = math.inf) -> np.ndarray:
+    """Boundaries of up to `batches` batches over requests start .. stop - 1, each the
+    longest prefix of at most max_batch requests whose reserved tokens fit the KV."""
+    bounds = [start]
+    while bounds[-1] < stop and len(bounds) <= batches:
+        head = bounds[-1]
+        window = lengths[head:min(stop, head + max_batch)]
+        bounds.append(head + int(np.count_nonzero(np.cumsum(window) <= capacity)))
+    return np.array(bounds)
+
+
+def _run_static(costs: StepCosts, config: SchedulerConfig, requests: Requests) -> Simulation:
+    """Static batching. A batch's composition is fixed from its prefill to its longest
+    member's last token, so each batch is timed as one vectorised stretch; with closed
+    arrivals every batch is known at t = 0 and all are timed in one go."""
+    arrival = requests.arrival_s
+    inputs, outputs = requests.input_tokens, requests.output_tokens
+    lengths = inputs + outputs
+    count = len(requests)
+    capacity = costs.kv_capacity_tokens
+    first = np.empty(count)
+    finish = np.empty(count)
+    parts: list[dict[str, np.ndarray]] = []
+    now, start = 0.0, 0
+    while start < count:
+        now = max(now, float(arrival[start]))
+        arrived = int(np.searchsorted(arrival, now, side="right"))
+        # once every request has arrived the remaining batches are fixed: time them all
+        bounds = _static_bounds(lengths, start, arrived, config.max_batch, capacity,
+                                math.inf if arrived == count else 1)
+        records, last = _static_batches(costs, inputs[bounds[0]:bounds[-1]],
+                                        outputs[bounds[0]:bounds[-1]], bounds - bounds[0])
+        ends = now + np.cumsum(records["duration_s"])
+        starts = ends - records["duration_s"]
+        members = slice(bounds[0], bounds[-1])
+        prefill_steps = np.flatnonzero(records["prefill_chunks"])
+        first[members] = np.repeat(ends[prefill_steps], np.diff(bounds))
+        finish[members] = ends[last]
+        admitted = np.repeat(bounds[1:], np.diff(np.append(prefill_steps, ends.size)))
+        records["start_s"] = starts
+        records["waiting"] = np.maximum(
+            np.searchsorted(arrival, starts, side="right") - admitted, 0)
+        parts.append(records)
+        now = float(ends[-1])
+        start = int(bounds[-1])
+    steps = {name: parts[0][name] if len(parts) == 1 else
+             np.concatenate([part[name] for part in parts]) for name in STEP_COLUMNS}
+    return Simulation(config=config, requests=requests, first_token_s=first, finish_s=finish,
+                      preemptions=np.zeros(count, np.int64), steps=steps,
+                      resume_gaps_s=np.array([]), kv_capacity_tokens=capacity)
+
+
+def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) -> Simulation:
+    """Continuous batching and chunked prefill: one Python iteration per step, O(1) work
+    per step plus O(log n) per request event.
+
+    A decoding sequence is not touched each step: it is stored as (k0, s0), the step it
+    joined and its context then, so its context at step k is s0 + k - k0; the group is
+    carried as sums (count, summed context, summed min(context, window)) and events (a
+    finish, a context reaching the window) sit in heaps keyed by step. Paged blocks: a
+    sequence needs a new block at step k when (s0 - 1 - k0 + k) is a multiple of the
+    block size, so sequences are bucketed by that residue and the blocks a step needs are
+    one lookup.
+    """
+    chunked = config.policy == "chunked"
+    paged = config.kv_admission == "paged"
+    max_batch, budget, block = config.max_batch, config.budget, config.block_size
+    window = costs.window
+    windowed = math.isfinite(window)
+    step_time = costs.time
+    capacity = costs.kv_capacity_tokens
+    total_blocks = capacity // block
+    watermark = math.ceil(PAGED_WATERMARK * total_blocks)
+
+    arrival = requests.arrival_s.tolist()
+    prompt_tokens = requests.input_tokens.tolist()
+    output_tokens = requests.output_tokens.tolist()
+    count = len(arrival)
+    first = [math.nan] * count
+    finish = [math.nan] * count
+    preempted = [0] * count
+    generated = [0] * count  # output tokens emitted, updated when a sequence changes state
+    last_emit = [0.0] * count
+    resume_gaps: list[float] = []
+
+    waiting: deque[int] = deque()
+    running: dict[int, int] = {}  # request -> KV held (reserved tokens, or prompt blocks)
+    prefilling: dict[int, list[int]] = {}  # request -> [tokens done, prompt tokens]
+    decoding: dict[int, tuple[int, int, int, int]] = {}  # request -> (k0, s0, residue, tag)
+    finish_heap: list[tuple[int, int, int]] = []  # (last step, tag, request)
+    window_heap: list[tuple[int, int, int]] = []  # (step the context reaches w, tag, request)
+    bucket = [0] * block
+    sum_context = 0  # over decoding sequences, at the current step
+    sum_window = 0  # of min(context, window)
+    below_window = 0  # decoding sequences with context < window
+    kv_used = 0  # reserved tokens, or blocks in use
+    tag = 0  # unique per join, so stale heap entries can be told apart
+
+    log = {name: [] for name in STEP_COLUMNS}
+    log_start, log_duration = log["start_s"].append, log["duration_s"].append
+    log_decode, log_prefill = log["decode_tokens"].append, log["prefill_tokens"].append
+    log_context = log["decode_context_tokens"].append
+    log_chunks, log_waiting = log["prefill_chunks"].append, log["waiting"].append
+    log_running, log_kv = log["running"].append, log["kv_tokens"].append
+
+    def leave_decoding(request: int, context: int) -> None:
+        nonlocal sum_context, sum_window, below_window
+        _, _, residue, _ = decoding.pop(request)
+        sum_context -= context
+        if windowed:
+            sum_window -= min(context, window)
+            below_window -= context < window
+        if paged:
+            bucket[residue] -= 1
+
+    def preempt(request: int, step: int, now: float) -> int:
+        """Free `request`'s KV and queue it again; 1 if it needed a block this step."""
+        nonlocal kv_used
+        needed = 0
+        if request in decoding:
+            k0, s0, residue, _ = decoding[request]
+            context = s0 + step - k0
+            needed = int(residue == (-step) % block)
+            leave_decoding(request, context)
+            generated[request] = context - prompt_tokens[request]
+            last_emit[request] = now
+            kv_used -= -(-(context - 1) // block)
+        else:
+            del prefilling[request]
+            kv_used -= running[request]
+        del running[request]
+        preempted[request] += 1
+        waiting.appendleft(request)
+        return needed
+
+    now, step, next_arrival, finished = 0.0, 0, 0, 0
+    while finished < count:
+        while next_arrival < count and arrival[next_arrival] <= now:
+            waiting.append(next_arrival)
+            next_arrival += 1
+        if not running and not waiting:
+            now = arrival[next_arrival]
+            continue
+        in_system_waiting, in_system_running = len(waiting), len(running)
+        if windowed:
+            while window_heap and window_heap[0][0] <= step:
+                _, entry_tag, request = heapq.heappop(window_heap)
+                if request in decoding and decoding[request][3] == entry_tag:
+                    below_window -= 1
+        if paged:
+            needed = bucket[(-step) % block]
+            while kv_used + needed > total_blocks:
+                needed -= preempt(max(running), step, now)
+            kv_used += needed
+
+        batch = len(decoding)
+        chunks: list[tuple[int, int]] = []
+        owners: list[int] = []
+        room = budget - batch
+        prefill = 0
+        if chunked:
+            for request, (done, total) in prefilling.items():
+                if room <= 0:
+                    break
+                take = min(total - done, room)
+                chunks.append((take, done))
+                owners.append(request)
+                room -= take
+                prefill += take
+        while waiting and len(running) < max_batch:
+            request = waiting[0]
+            prompt = prompt_tokens[request] + generated[request]
+            # chunked: until the budget is spent; continuous: whole prompts that fit, but
+            # the first prompt of a step always runs
+            if room <= 0 if chunked else (chunks and prompt > room):
+                break
+            if paged:
+                held = -(-prompt // block)
+                if kv_used + held + watermark > total_blocks:
+                    break
+            else:
+                held = prompt_tokens[request] + output_tokens[request]
+                if kv_used + held > capacity:
+                    break
+            waiting.popleft()
+            kv_used += held
+            running[request] = held
+            take = min(prompt, room) if chunked else prompt
+            room -= take
+            if chunked:
+                prefilling[request] = [0, prompt]
+            chunks.append((take, 0))
+            owners.append(request)
+            prefill += take
+
+        if not batch and not chunks:
+            raise RuntimeError(f"simulator stalled at step {step}: nothing runnable")
+        duration = step_time(batch, sum_context, sum_window if windowed else sum_context,
+                             chunks)
+        log_start(now)
+        log_duration(duration)
+        log_decode(batch)
+        log_context(sum_context)
+        log_prefill(prefill)
+        log_chunks(len(chunks))
+        log_waiting(in_system_waiting)
+        log_running(in_system_running)
+        log_kv(kv_used * block if paged else kv_used)
+        now += duration
+
+        while finish_heap and finish_heap[0][0] <= step:
+            _, entry_tag, request = heapq.heappop(finish_heap)
+            entry = decoding.get(request)
+            if entry is None or entry[3] != entry_tag:
+                continue  # preempted since
+            context = entry[1] + step - entry[0]
+            leave_decoding(request, context)
+            kv_used -= -(-context // block) if paged else running[request]
+            del running[request]
+            finish[request] = now
+            finished += 1
+        sum_context += len(decoding)
+        sum_window += below_window
+
+        for (take, _), request in zip(chunks, owners, strict=True):
+            if chunked:
+                progress = prefilling[request]
+                progress[0] += take
+                if progress[0] < progress[1]:
+                    continue
+                del prefilling[request]
+            emitted = generated[request] + 1  # the prefill yields the next token
+            generated[request] = emitted
+            if emitted == 1:
+                first[request] = now
+            else:
+                resume_gaps.append(now - last_emit[request])
+            if emitted == output_tokens[request]:
+                held = running.pop(request)
+                kv_used -= held
+                finish[request] = now
+                finished += 1
+                continue
+            context = prompt_tokens[request] + emitted
+            k0 = step + 1
+            tag += 1
+            decoding[request] = (k0, context, (context - 1 - k0) % block, tag)
+            heapq.heappush(finish_heap, (k0 + output_tokens[request] - emitted - 1, tag, request))
+            sum_context += context
+            if windowed:
+                sum_window += min(context, window)
+                if context < window:
+                    below_window += 1
+                    heapq.heappush(window_heap, (k0 + int(window) - context, tag, request))
+            if paged:
+                bucket[(context - 1 - k0) % block] += 1
+        step += 1
+
+    steps = {name: np.asarray(values, dtype=np.float64 if name.endswith("_s") else np.int64)
+             for name, values in log.items()}
+    return Simulation(config=config, requests=requests, first_token_s=np.array(first),
+                      finish_s=np.array(finish), preemptions=np.array(preempted, np.int64),
+                      steps=steps, resume_gaps_s=np.array(resume_gaps),
+                      kv_capacity_tokens=capacity)
+
+
+# ---------------------------------------------------------------------------------------
+# metrics
+
+
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, q) -> np.ndarray:
+    """`np.percentile(np.repeat(values, weights), q)` (linear interpolation) without
+    building the repeated array; weights are non-negative integers."""
+    values, weights = np.asarray(values, np.float64), np.asarray(weights, np.int64)
+    keep = weights > 0
+    values, weights = values[keep], weights[keep]
+    order = np.argsort(values, kind="stable")
+    values, ends = values[order], np.cumsum(weights[order])
+    position = (ends[-1] - 1) * np.asarray(q, np.float64) / 100.0
+    low = np.floor(position)
+    below = values[np.searchsorted(ends, low, side="right")]
+    above = values[np.searchsorted(ends, np.minimum(low + 1, ends[-1] - 1), side="right")]
+    return below + (position - low) * (above - below)
+
+
+def _statistics(values: np.ndarray, weights: np.ndarray | None = None) -> dict | None:
+    if weights is None:
+        values = values[np.isfinite(values)]
+        weights = np.ones(values.size, np.int64)
+    if values.size == 0 or weights.sum() == 0:
+        return None
+    mean = float(np.dot(values, weights) / weights.sum())
+    points = weighted_percentiles(values, weights, PERCENTILES)
+    return {"mean": mean, **{f"p{q}": float(v) for q, v in zip(PERCENTILES, points, strict=True)}}
+
+
+def request_metrics(simulation: Simulation) -> dict[str, np.ndarray]:
+    """Per-request TTFT, TPOT, E2E (seconds); TPOT is NaN for one-token outputs."""
+    requests = simulation.requests
+    ttft = simulation.first_token_s - requests.arrival_s
+    e2e = simulation.finish_s - requests.arrival_s
+    later = requests.output_tokens - 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where(later > 0, (e2e - ttft) / later, np.nan)
+    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e}
+
+
+def summarize(simulation: Simulation, slo_ttft: float | None = None,
+              slo_tpot: float | None = None) -> dict:
+    """The `sweep simulate --json` metrics."""
+    requests, steps = simulation.requests, simulation.steps
+    per_request = request_metrics(simulation)
+    duration = float(np.max(simulation.finish_s))
+    output_tokens = int(requests.output_tokens.sum())
+    useful = simulation.useful_slots
+    # every decode token's gap is its step's duration (decoding sequences run in every
+    # step); a sequence resumed after preemption adds its own, longer, gap
+    itl_values = np.concatenate([steps["duration_s"], simulation.resume_gaps_s])
+    itl_weights = np.concatenate([steps["decode_tokens"],
+                                  np.ones(simulation.resume_gaps_s.size, np.int64)])
+    result = {
+        "requests": len(requests),
+        "duration_s": duration,
+        "throughput_tokens_per_s": output_tokens / duration,
+        "request_throughput": len(requests) / duration,
+        "occupancy": float(useful.sum() / (useful.size * simulation.config.max_batch)),
+        "mean_batch": float(useful.mean()),
+        "preemptions": int(simulation.preemptions.sum()),
+        "ttft_s": _statistics(per_request["ttft_s"]),
+        "tpot_s": _statistics(per_request["tpot_s"]),
+        "itl_s": _statistics(itl_values, itl_weights),
+        "e2e_s": _statistics(per_request["e2e_s"]),
+        "steps": int(useful.size),
+        "output_tokens": output_tokens,
+        "kv_capacity_tokens": simulation.kv_capacity_tokens,
+    }
+    if slo_ttft is not None or slo_tpot is not None:
+        met = np.ones(len(requests), dtype=bool)
+        if slo_ttft is not None:
+            met &= per_request["ttft_s"] <= slo_ttft
+        if slo_tpot is not None:
+            met &= ~(per_request["tpot_s"] > slo_tpot)  # one-token outputs have no TPOT
+        result["slo_attainment"] = float(met.mean())
+        result["goodput_tokens_per_s"] = float(requests.output_tokens[met].sum() / duration)
+    return result

@@ -1,0 +1,219 @@
+"""`sweep simulate`: requests through a batching policy, each step timed by the step model."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import click
+
+from rooftui.core import units
+from rooftui.core.arrivals import parse_arrivals
+from rooftui.core.errors import SpecError
+from rooftui.core.lengths import parse_distribution
+from rooftui.core.scheduler import (
+    KV_ADMISSIONS,
+    POLICIES,
+    SchedulerConfig,
+    Simulation,
+    request_metrics,
+    simulate,
+    summarize,
+)
+from rooftui.core.workloads import Workload, load_workload
+from rooftui.sweeps.cli.options import build_config, setup_options
+from rooftui.sweeps.derive_workloads import read_trace_file
+
+DEFAULT_WORKLOAD = "sharegpt-8k"
+SECONDS = click.FloatRange(min=0, min_open=True)
+
+
+def resolve_workload(workload: str | None, input_tokens: str | None,
+                     output_tokens: str | None) -> Workload:
+    """A workload from `--workload` and/or the two length laws (which override it)."""
+    lengths = {name: parse_distribution(spec, name, read_trace_file) if spec else None
+               for name, spec in (("input_tokens", input_tokens),
+                                  ("output_tokens", output_tokens))}
+    if workload is not None:
+        return load_workload(workload, read_trace_file).with_lengths(**lengths)
+    if input_tokens and output_tokens:
+        return Workload(name=f"input {input_tokens}, output {output_tokens}", **lengths)
+    if input_tokens or output_tokens:
+        raise click.UsageError("give both --input-tokens and --output-tokens, or a --workload "
+                               "for the one not given")
+    return load_workload(DEFAULT_WORKLOAD)
+
+
+def trace_paths(path: str) -> tuple[Path, Path]:
+    """Where `--trace-out PATH` writes: PATH-steps.parquet and PATH-requests.parquet (a
+    trailing .parquet is dropped first), or steps.parquet and requests.parquet inside PATH
+    when it is a folder (an existing one, or a name ending in a slash)."""
+    target = Path(path).expanduser()
+    if target.is_dir() or str(path).endswith(("/", os.sep)):
+        return target / "steps.parquet", target / "requests.parquet"
+    stem = target.with_suffix("") if target.suffix == ".parquet" else target
+    return (stem.parent / f"{stem.name}-steps.parquet",
+            stem.parent / f"{stem.name}-requests.parquet")
+
+
+def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
+    """The per-step and per-request records as parquet, both or neither (temporary files
+    renamed into place once both are written)."""
+    import numpy as np
+    import polars as pl  # only when records are written
+
+    steps_path, requests_path = trace_paths(path)
+    folder = steps_path.parent
+    if str(path).endswith(("/", os.sep)):
+        folder.mkdir(parents=True, exist_ok=True)
+    if not folder.is_dir():
+        raise SpecError(f"--trace-out: folder {folder} does not exist")
+    steps = pl.DataFrame({"step": np.arange(simulation.useful_slots.size),
+                          **simulation.steps, "useful_slots": simulation.useful_slots})
+    requests = simulation.requests
+    frame = pl.DataFrame({
+        "request": np.arange(len(requests)),
+        "arrival_s": requests.arrival_s,
+        "input_tokens": requests.input_tokens,
+        "output_tokens": requests.output_tokens,
+        "first_token_s": simulation.first_token_s,
+        "finish_s": simulation.finish_s,
+        **request_metrics(simulation),
+        "preemptions": simulation.preemptions,
+    })
+    pending = []
+    try:
+        for data, target in ((steps, steps_path), (frame, requests_path)):
+            temporary = target.with_name(f".{target.name}.tmp")
+            pending.append((temporary, target))
+            data.write_parquet(temporary)
+        for temporary, target in pending:
+            temporary.replace(target)
+    except OSError as error:
+        raise SpecError(f"--trace-out: cannot write {path}: {error.strerror or error}") from None
+    finally:
+        for temporary, _ in pending:
+            temporary.unlink(missing_ok=True)
+    return steps_path, requests_path
+
+
+@click.command("simulate")
+@setup_options
+@click.option("--policy", type=click.Choice(POLICIES), default="continuous", show_default=True,
+              help="static: a batch runs until its longest member ends; continuous: a freed "
+                   "slot is refilled next step, prompts prefilled whole; chunked: a per-step "
+                   "token budget, decodes first, then partial and new prompts.")
+@click.option("--max-batch", "-B", type=click.IntRange(min=1), default=128, show_default=True,
+              help="Slots: sequences in flight (decoding or prefilling) at most.")
+@click.option("--token-budget", "-T", type=click.IntRange(min=1), metavar="TOKENS",
+              help="Tokens per step. chunked: shared by decodes and prefill chunks "
+                   "[default: 512; at least --max-batch]; continuous: a cap on decodes plus "
+                   "whole prompts [default: none].")
+@click.option("--workload", "-w", metavar="NAME|PATH",
+              help="Preset (`sweep specs list workloads`), preset TOML, or a trace "
+                   "CSV/parquet with input_tokens, output_tokens[, arrival_s] "
+                   f"[default: {DEFAULT_WORKLOAD}].")
+@click.option("--input-tokens", metavar="DIST",
+              help="Prompt lengths: fixed:N, exp:mean=M[,cap=C], lognormal:median=M,sigma=S"
+                   "[,cap=C], bimodal:p=P,a=A,b=B, empirical:PATH (overrides the workload's).")
+@click.option("--output-tokens", metavar="DIST", help="Output lengths, same forms.")
+@click.option("--arrival", default="closed", show_default=True, metavar="PROCESS",
+              help="closed (all waiting at t = 0), poisson:rate=R (req/s), "
+                   "gamma:rate=R,cv=C, or trace[:speed=X] (replay the trace file's arrival_s).")
+@click.option("--requests", "-n", "request_count", type=click.IntRange(min=1), default=1000,
+              show_default=True, help="Requests to simulate.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the length and arrival draws (the same seed, the same run).")
+@click.option("--kv-admission", type=click.Choice(KV_ADMISSIONS), default="reserve",
+              show_default=True,
+              help="reserve: admit when the whole sequence fits; paged: 16-token blocks, "
+                   "preempt and recompute the latest request when they run out.")
+@click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Tokens per KV block (paged).")
+@click.option("--slo-ttft", type=SECONDS, metavar="SECONDS",
+              help="TTFT objective: adds slo_attainment and goodput.")
+@click.option("--slo-tpot", type=SECONDS, metavar="SECONDS",
+              help="TPOT objective: adds slo_attainment and goodput.")
+@click.option("--trace-out", metavar="PATH",
+              help="Write per-step and per-request records: PATH-steps.parquet and "
+                   "PATH-requests.parquet, or steps/requests.parquet inside a folder PATH/.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def simulate_command(policy, max_batch, token_budget, workload, input_tokens, output_tokens,
+                     arrival, request_count, seed, kv_admission, block_size, slo_ttft, slo_tpot,
+                     trace_out, as_json, **setup):
+    """Simulate serving: requests arrive, a policy batches them, the step model times
+    every step; prints throughput, occupancy and TTFT/TPOT/ITL/E2E percentiles.
+
+    TTFT is first token minus arrival; TPOT = (E2E - TTFT) / (output - 1); ITL is every
+    gap between a request's consecutive tokens; occupancy is useful slot-steps over
+    max-batch slots per step. Seeded runs are reproducible bit for bit.
+
+    \b
+    Examples:
+      sweep simulate --workload sharegpt-8k --policy chunked --token-budget 1024
+      sweep simulate --output-tokens exp:mean=100 --input-tokens fixed:512 --policy static
+      sweep simulate --workload traces/azure-conv-2023.csv --arrival trace --slo-ttft 2
+    """
+    config = build_config(setup)
+    scheduler = SchedulerConfig(policy=policy, max_batch=max_batch, token_budget=token_budget,
+                                kv_admission=kv_admission, block_size=block_size)
+    load = resolve_workload(workload, input_tokens, output_tokens)
+    process = parse_arrivals(arrival)
+    requests = load.requests(request_count, process, seed)
+    simulation = simulate(config.step_inputs(), config.assumptions, scheduler, requests)
+    if trace_out:
+        written = write_trace(simulation, trace_out)
+        click.echo(f"wrote {written[0]} and {written[1]}", err=True)
+    report = {
+        "gpu": config.gpu.name,
+        "model": config.model.name,
+        "profile": config.assumptions.name,
+        "policy": policy,
+        "max_batch": max_batch,
+        "token_budget": scheduler.budget if math.isfinite(scheduler.budget) else None,
+        "kv_admission": kv_admission,
+        "workload": load.name,
+        "arrival": process.spec,
+        "seed": seed,
+        **summarize(simulation, slo_ttft, slo_tpot),
+    }
+    if slo_ttft is not None or slo_tpot is not None:
+        report["slo_ttft_s"], report["slo_tpot_s"] = slo_ttft, slo_tpot
+    click.echo(json.dumps(report, indent=2) if as_json else render(report))
+
+
+def render(r: dict) -> str:
+    """The human summary, with units."""
+    budget = f", budget {r['token_budget']:,} tok/step" if r["token_budget"] else ""
+    lines = [
+        f"{r['workload']} on {r['model']} · {r['gpu']} · profile {r['profile']}",
+        f"{r['policy']}, max batch {r['max_batch']}{budget}, KV {r['kv_admission']} "
+        f"({r['kv_capacity_tokens']:,} tokens) · arrivals {r['arrival']} · "
+        f"{r['requests']:,} requests, seed {r['seed']}",
+        "",
+        f"  duration       {units.seconds(r['duration_s']):>14}   {r['steps']:,} steps",
+        f"  throughput     {units.rate(r['throughput_tokens_per_s']):>14}   output tokens · "
+        f"{r['request_throughput']:,.2f} req/s",
+        f"  occupancy      {units.percent(r['occupancy']):>14}   mean batch "
+        f"{r['mean_batch']:,.1f} of {r['max_batch']}",
+        f"  preemptions    {r['preemptions']:>14,}",
+        "",
+        f"  {'latency':<8}{'mean':>12}{'p50':>12}{'p90':>12}{'p99':>12}",
+    ]
+    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"),
+                       ("e2e_s", "E2E")):
+        stats = r[key]
+        if stats is None:
+            lines.append(f"  {label:<8}{'—':>12}")
+            continue
+        lines.append(f"  {label:<8}" + "".join(f"{units.seconds(stats[q]):>12}"
+                                               for q in ("mean", "p50", "p90", "p99")))
+    if "slo_attainment" in r:
+        objectives = " and ".join(
+            f"{name} ≤ {units.seconds(value)}" for name, value in
+            (("TTFT", r["slo_ttft_s"]), ("TPOT", r["slo_tpot_s"])) if value is not None)
+        lines += ["", f"  SLO {objectives}: {units.percent(r['slo_attainment'])} of requests "
+                      f"· goodput {units.rate(r['goodput_tokens_per_s'])}"]
+    return "\n".join(lines)
