@@ -11,8 +11,10 @@ from rooftui.core.assumptions import load_profile
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.model import load_model
+from rooftui.core.workloads import load_workload
 
-LOADERS = {"gpus": load_gpu, "models": load_model, "profiles": load_profile}
+LOADERS = {"gpus": load_gpu, "models": load_model, "profiles": load_profile,
+           "workloads": load_workload}
 
 
 @click.group()
@@ -84,4 +86,4 @@ def validate(paths, kind):
             click.echo(f"ok: {path} ({candidate[:-1]})")
             break
         else:
-            raise SpecError(f"{path}: not a valid GPU, model or profile spec: {errors[0]}")
+            raise SpecError(f"{path}: not a valid GPU, model, profile or workload spec: {errors[0]}")
