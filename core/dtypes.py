@@ -1,7 +1,15 @@
 """Number formats and their size in bytes per element.
 
 `tf32` is a tensor-core compute format over fp32 storage, so it stores 4 bytes.
-`int4` and `fp4` pack two values per byte; group scales are not counted here.
+`int4` and `fp4` pack two values per byte, with no scales counted. Quantised weight
+formats that carry their scales:
+- `int4-g128`, `int8-g128` (GPTQ/AWQ-style weight-only): one 16-bit scale per group of
+  128 weights adds 2 bytes per 128 weights, 1/64 of a byte per weight (zero points, when
+  a checkpoint has them, are not counted);
+- `mxfp4` (OCP microscaling, as gpt-oss ships its experts): 4-bit values plus one 8-bit
+  shared scale per block of 32, 4.25 bits per weight.
+fp8 block scales (DeepSeek-V3: one fp32 scale per 128 x 128 block, 1/4096 of a byte per
+weight) are negligible and not counted.
 """
 
 from __future__ import annotations
@@ -19,11 +27,16 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5,
     "fp4": 0.5,
+    "int8-g128": 1.0 + 2.0 / 128,
+    "int4-g128": 0.5 + 2.0 / 128,
+    "mxfp4": 4.25 / 8,
 }
 
 # Weight formats that tensor cores do not multiply directly: weight-only quantisation
-# dequantises to 16 bits, so the matmul runs at the bf16 peak.
-WEIGHT_ONLY = {"int4": "bf16", "fp4": "bf16", "int8": "bf16"}
+# dequantises to 16 bits, so the matmul runs at the bf16 peak (give the compute dtype to
+# run int8 or fp4 matmuls natively).
+WEIGHT_ONLY = {"int4": "bf16", "fp4": "bf16", "int8": "bf16", "int8-g128": "bf16",
+               "int4-g128": "bf16", "mxfp4": "bf16"}
 
 
 def check_dtype(name: str, what: str = "dtype") -> str:
@@ -42,5 +55,7 @@ def bytes_per_element(name: str) -> float:
 
 
 def default_compute_dtype(weight_dtype: str) -> str:
-    """The format the matmuls run in when only the weight format is given."""
+    """The format the matmuls run in when only the weight format is given: the weights'
+    own when tensor cores take it (fp8 weights and activations run at the fp8 peak),
+    bf16 for weight-only formats."""
     return WEIGHT_ONLY.get(check_dtype(weight_dtype, "weight dtype"), weight_dtype)

@@ -7,12 +7,29 @@ A model spec uses the keys HF configs use (`hidden_size`, `num_hidden_layers`, .
   stack of layers with no embedding and no head;
 - `norms_per_layer` (default 2; Gemma-2 has 4, the seed's reference model 0): RMSNorm
   weight vectors of `hidden_size` each, plus one final norm when there are any;
-- `qkv_bias` (Qwen2 has it; HF Llama calls it `attention_bias`);
+- `qkv_bias` (Qwen2 has it); HF's `attention_bias` biases q, k, v and o;
+- `qk_norm` (Qwen3: RMSNorms of head_dim on q and k), `attention_sinks` (gpt-oss: one
+  learned logit per head);
 - sliding windows: `sliding_window` tokens on `sliding_window_layers` layers (HF
-  `layer_types` or the model family decides how many when not given).
+  `layer_types` or the model family decides how many when not given);
+- mixture of experts: `num_local_experts` / `num_experts` / `n_routed_experts` routed
+  experts, `num_experts_per_tok` of them per token, `n_shared_experts` always active,
+  `moe_intermediate_size` per expert (else `intermediate_size`), the first
+  `first_k_dense_replace` layers dense (and `moe_layer_freq`, `decoder_sparse_step`,
+  `mlp_only_layers` as DeepSeek and Qwen name them); `router_bias`, `expert_bias`
+  (gpt-oss has both; DeepSeek-V3's `e_score_correction_bias` is a router bias);
+- multi-head latent attention (MLA, DeepSeek-V3): `kv_lora_rank`, `q_lora_rank`,
+  `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`;
+- weight formats: `weight_dtype` (else `torch_dtype`; fp32 checkpoints are served in
+  bf16, as serving engines load them) and `expert_weight_dtype` for the routed experts;
+  an HF `quantization_config` gives them: fp8 -> fp8 weights, mxfp4 -> mxfp4 experts
+  (gpt-oss keeps attention, router, embedding and head in 16 bits), GPTQ/AWQ 4- or 8-bit
+  with groups of 128 -> int4-g128 / int8-g128.
 
-Parameter counts cover every tensor (norms and biases included) and equal the checked
-reference table. Only the matmul weights count as GEMM work: 2 FLOPs per weight per token.
+Parameter counts cover every tensor (norms, biases, router and sinks included) and equal
+the checked reference table; DeepSeek-V3's multi-token-prediction module is not part of
+the served model and is not counted. Only the matmul weights count as GEMM work: 2 FLOPs
+per weight per token, for the experts a token is routed to.
 """
 
 from __future__ import annotations
@@ -37,23 +54,36 @@ IGNORED_KEYS = {
     "final_logit_softcapping", "cache_implementation", "layer_types", "notes", "sources",
     "name", "embd_pdrop", "resid_pdrop", "original_max_position_embeddings",
     "partial_rotary_factor", "tokenizer_class", "dtype", "use_qk_norm",
+    "sliding_window_size", "norm_topk_prob", "router_aux_loss_coef", "output_router_logits",
+    "router_jitter_noise", "n_group", "topk_group", "routed_scaling_factor", "scoring_func",
+    "topk_method", "num_nextn_predict_layers", "swiglu_limit", "initial_context_length",
+    "ep_size", "aux_loss_alpha", "seq_aux",
 }
 MODEL_KEYS = {
     "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings",
     "max_position_embeddings", "ffn_gated", "lm_head", "norms_per_layer", "qkv_bias",
     "attention_bias", "sliding_window", "sliding_window_layers", "weight_dtype",
+    "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
+    "experts_per_token", "n_shared_experts", "moe_intermediate_size",
+    "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
+    "router_bias", "expert_bias", "expert_weight_dtype", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "qk_norm", "attention_sinks",
+    "quantization_config",
 }
-# Keys that mean an architecture the step model does not cover yet: refused, never
-# silently computed as a dense model.
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+# Keys that mean an architecture the step model does not cover: refused, never silently
+# computed as something else.
 UNSUPPORTED = {
-    "num_local_experts": "mixture-of-experts",
-    "n_routed_experts": "mixture-of-experts",
-    "num_experts": "mixture-of-experts",
-    "kv_lora_rank": "multi-head latent attention (MLA)",
+    "shared_expert_intermediate_size": "gated shared experts of their own size (Qwen2-MoE)",
+    "interleave_moe_layer_step": "interleaved MoE layers of another size (Llama-4)",
+    "intermediate_size_mlp": "MoE layers beside dense ones of another size (Llama-4)",
 }
+LAYER_TYPES = {"full_attention", "sliding_attention"}
 TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text"}
-DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+QK_NORM_BY_DEFAULT = {"qwen3", "qwen3_moe", "gemma3_text"}
+# Serving engines load fp32 checkpoints (the Gemma-2 base models ship so) in 16 bits.
+DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -63,8 +93,8 @@ class Model:
     num_hidden_layers: int
     num_attention_heads: int
     num_key_value_heads: int
-    head_dim: int
-    intermediate_size: int
+    head_dim: int  # MLA: qk_nope_head_dim + qk_rope_head_dim
+    intermediate_size: int  # the dense FFN's (in MoE models only the dense layers use it)
     vocab_size: int = 0
     tie_word_embeddings: bool = False
     max_position_embeddings: int | None = None
@@ -77,6 +107,24 @@ class Model:
     weight_dtype: str = "bf16"
     sources: dict[str, str] = field(default_factory=dict)
     key: str = ""
+    o_bias: bool = False
+    qk_norm: bool = False
+    attention_sinks: bool = False
+    # mixture of experts: no routed experts is a dense model
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    num_shared_experts: int = 0
+    moe_intermediate_size: int = 0
+    moe_layers: int = 0
+    router_bias: bool = False
+    expert_bias: bool = False
+    expert_weight_dtype: str | None = None  # None: the weights' format
+    # multi-head latent attention: kv_lora_rank 0 is standard attention
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     # --- shapes ---------------------------------------------------------------------
     @property
@@ -88,17 +136,83 @@ class Model:
     def has_lm_head(self) -> bool:
         return self.lm_head and self.vocab_size > 0
 
-    def attention_params_per_layer(self) -> int:
-        d, hd = self.hidden_size, self.head_dim
-        return d * hd * (2 * self.num_attention_heads + 2 * self.num_key_value_heads)
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0 and self.moe_layers > 0
 
-    def ffn_params_per_layer(self) -> int:
-        return (3 if self.ffn_gated else 2) * self.hidden_size * self.intermediate_size
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def dense_layers(self) -> int:
+        return self.num_hidden_layers - self.moe_layers
+
+    def attention_params_per_layer(self) -> int:
+        """Matmul weights of one attention block: q, k, v, o (MLA: the q and kv LoRA
+        down- and up-projections and o)."""
+        d, h = self.hidden_size, self.num_attention_heads
+        if not self.is_mla:
+            return d * self.head_dim * (2 * h + 2 * self.num_key_value_heads)
+        rope, latent = self.qk_rope_head_dim, self.kv_lora_rank
+        query_width = h * (self.qk_nope_head_dim + rope)
+        query = (d * self.q_lora_rank + self.q_lora_rank * query_width if self.q_lora_rank
+                 else d * query_width)
+        key_value = d * (latent + rope) + latent * h * (self.qk_nope_head_dim + self.v_head_dim)
+        return query + key_value + h * self.v_head_dim * d
+
+    def attention_extra_params_per_layer(self) -> int:
+        """Attention tensors that are not matmuls and do not depend on the KV head count:
+        the o bias, sinks, q/k norms, MLA's LoRA norms. (The q/k/v biases are in
+        `bias_params_per_layer`.)"""
+        extra = self.hidden_size * self.o_bias + self.num_attention_heads * self.attention_sinks
+        extra += 2 * self.head_dim * self.qk_norm
+        return extra + self.q_lora_rank + self.kv_lora_rank  # MLA norms (0 otherwise)
 
     def bias_params_per_layer(self) -> int:
         if not self.qkv_bias:
             return 0
         return (self.num_attention_heads + 2 * self.num_key_value_heads) * self.head_dim
+
+    def ffn_params_per_layer(self) -> int:
+        """Matmul weights of one dense FFN (the dense layers of an MoE model too)."""
+        return (3 if self.ffn_gated else 2) * self.hidden_size * self.intermediate_size
+
+    def expert_params(self) -> int:
+        """Matmul weights of one expert."""
+        return (3 if self.ffn_gated else 2) * self.hidden_size * self.moe_intermediate_size
+
+    def expert_bias_params(self) -> int:
+        """Biases of one expert (gpt-oss): gate and up (or the one input matrix), down."""
+        if not self.expert_bias:
+            return 0
+        return (2 if self.ffn_gated else 1) * self.moe_intermediate_size + self.hidden_size
+
+    def moe_extra_params_per_layer(self) -> int:
+        """An MoE layer's tensors that are not matmuls: router and expert biases."""
+        return (self.num_experts * self.router_bias
+                + (self.num_experts + self.num_shared_experts) * self.expert_bias_params())
+
+    def router_params_per_layer(self) -> int:
+        return self.hidden_size * self.num_experts
+
+    def ffn_active_params(self) -> int:
+        """FFN matmul weights one token multiplies by, over all layers: the dense FFNs,
+        and in each MoE layer the router, the shared experts and its k routed experts."""
+        per_moe_layer = self.router_params_per_layer() + (
+            self.num_shared_experts + self.num_experts_per_tok) * self.expert_params()
+        return self.dense_layers * self.ffn_params_per_layer() + self.moe_layers * per_moe_layer
+
+    def ffn_always_read_params(self) -> int:
+        """FFN matmul weights every step reads whatever the routing: the dense FFNs and
+        each MoE layer's router and shared experts."""
+        per_moe_layer = (self.router_params_per_layer()
+                         + self.num_shared_experts * self.expert_params())
+        return self.dense_layers * self.ffn_params_per_layer() + self.moe_layers * per_moe_layer
+
+    def routed_expert_params(self) -> int:
+        """Matmul weights of all routed experts, over all MoE layers."""
+        return self.moe_layers * self.num_experts * self.expert_params()
 
     def norm_params(self) -> int:
         if self.norms_per_layer == 0:
@@ -112,34 +226,71 @@ class Model:
         return self.vocab_size * self.hidden_size if self.has_lm_head else 0
 
     def gemm_params(self) -> int:
-        """Matmul weights one token multiplies by: every layer's projections and the head."""
-        per_layer = self.attention_params_per_layer() + self.ffn_params_per_layer()
-        return self.num_hidden_layers * per_layer + self.lm_head_params()
+        """Matmul weights one token multiplies by: every layer's projections, the dense
+        FFNs, the router, shared and routed experts a token uses, and the head."""
+        return (self.num_hidden_layers * self.attention_params_per_layer()
+                + self.ffn_active_params() + self.lm_head_params())
 
     def total_params(self) -> int:
-        """Every stored tensor: embedding, layers, norms, biases, an untied head."""
+        """Every stored tensor: embedding, layers, norms, biases, experts, an untied head."""
         untied_head = 0 if self.tie_word_embeddings else self.lm_head_params()
         return (
             self.embedding_params()
             + self.num_hidden_layers
-            * (self.attention_params_per_layer() + self.ffn_params_per_layer()
+            * (self.attention_params_per_layer() + self.attention_extra_params_per_layer()
                + self.bias_params_per_layer())
+            + self.ffn_always_read_params() + self.routed_expert_params()
+            + self.moe_layers * self.moe_extra_params_per_layer()
             + self.norm_params()
             + untied_head
         )
 
+    def active_params(self, include_embedding: bool = True) -> int:
+        """Parameters one token uses: all but the routed experts it is not sent to (with
+        their biases). OpenAI's gpt-oss counts leave the input embedding out."""
+        unused_experts = self.moe_layers * (self.num_experts - self.num_experts_per_tok)
+        active = self.total_params() - unused_experts * (
+            self.expert_params() + self.expert_bias_params())
+        return active - (0 if include_embedding else self.embedding_params())
+
+    def kv_elements_per_token_layer(self) -> int:
+        """Cached elements per token per layer: K and V of every KV head, or MLA's latent
+        (kv_lora_rank + qk_rope_head_dim) shared by all heads."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.num_key_value_heads * self.head_dim
+
+    def attention_flops_per_key(self) -> int:
+        """FLOPs of one query attending to one key in one layer: scores and weighted sum,
+        4 * heads * head_dim; MLA in its absorbed form (queries projected into the latent)
+        scores over kv_lora_rank + qk_rope_head_dim and sums kv_lora_rank values per head:
+        heads * (4 * kv_lora_rank + 2 * qk_rope_head_dim)."""
+        if self.is_mla:
+            return self.num_attention_heads * (4 * self.kv_lora_rank + 2 * self.qk_rope_head_dim)
+        return 4 * self.num_attention_heads * self.head_dim
+
     def kv_bytes_per_token(self, kv_dtype: str = "bf16", context: int | None = None) -> float:
-        """Bytes of K and V cached per token over all layers (windowed layers counted in
-        full; pass `context` to average the window cap over a sequence of that length)."""
-        per_layer = 2 * self.num_key_value_heads * self.head_dim * bytes_per_element(kv_dtype)
+        """Bytes cached per token over all layers (windowed layers counted in full; pass
+        `context` to average the window cap over a sequence of that length)."""
+        per_layer = self.kv_elements_per_token_layer() * bytes_per_element(kv_dtype)
         if context is None or not self.sliding_window_layers:
             return self.num_hidden_layers * per_layer
         full = self.num_hidden_layers - self.sliding_window_layers
         capped = min(context, self.sliding_window) / context if context else 1.0
         return per_layer * (full + self.sliding_window_layers * capped)
 
+    def expected_experts_touched(self, tokens: float) -> float:
+        """Distinct routed experts per MoE layer that `tokens` tokens routed uniformly at
+        random use: E * (1 - (1 - k/E)^T)."""
+        if not self.is_moe:
+            return 0.0
+        return self.num_experts * (1 - (1 - self.num_experts_per_tok / self.num_experts) ** tokens)
+
     def with_kv_heads(self, kv_heads: int) -> Model:
         """The same model with another number of KV heads (a GQA what-if)."""
+        if self.is_mla:
+            raise SpecError(f"{self.name} uses multi-head latent attention: it caches one "
+                            "latent for all heads, so a KV-head count does not apply")
         check_heads(self.num_attention_heads, kv_heads, self.name)
         return replace(self, num_key_value_heads=int(kv_heads))
 
@@ -161,7 +312,10 @@ def check_heads(heads: int, kv_heads: int, where: str) -> None:
 class ModelArrays:
     """Model fields as parallel arrays, one entry per model, for vectorised steps.
 
-    `take(index)` broadcasts them onto a grid of configurations.
+    `take(index)` broadcasts them onto a grid of configurations. Per-layer counts are of
+    one layer; "summed" ones are over all layers. The columns only MoE and MLA models set
+    (`SPARSE_COLUMNS`) stay scalars when every model in the table shares their value, so a
+    grid of dense models pays nothing for them.
     """
 
     hidden: np.ndarray
@@ -169,19 +323,35 @@ class ModelArrays:
     heads: np.ndarray
     kv_heads: np.ndarray
     head_dim: np.ndarray
-    ffn_params_per_layer: np.ndarray
+    ffn_params_per_layer: np.ndarray  # a dense layer's FFN matmuls
     lm_head_params: np.ndarray
-    # params independent of the KV head count and not multiplied in GEMMs:
-    # embedding, norms, an untied head counted above only once.
+    # params independent of the KV head count and not multiplied in GEMMs: embedding,
+    # norms, an untied head counted above only once, attention extras, MoE biases.
     static_resident_params: np.ndarray
     qkv_bias: np.ndarray  # 0 or 1
     window: np.ndarray  # tokens; inf when no layer is windowed
     windowed_layers: np.ndarray
+    # attention matmuls per layer: fixed part (q and o; all of MLA's) + per KV head (k, v)
+    attention_fixed_params: np.ndarray
+    kv_proj_params_per_kv_head: np.ndarray
+    # cached elements per token per layer: latent (MLA) + per KV head (2 * head_dim)
+    kv_latent: np.ndarray
+    kv_elements_per_kv_head: np.ndarray
+    attention_flops_per_key: np.ndarray  # per layer per (query, key)
+    ffn_active_params: np.ndarray  # summed: FFN matmuls one token uses
+    ffn_always_read_params: np.ndarray  # summed: dense FFNs, routers, shared experts
+    routed_expert_params: np.ndarray  # summed: every routed expert's matmuls
+    expert_miss: np.ndarray  # 1 - k/E: a token's routing misses a given expert (dense: 1)
 
     @staticmethod
     def stack(models: list[Model]) -> ModelArrays:
         def column(values: list[float]) -> np.ndarray:
             return np.asarray(values, dtype=np.float64)
+
+        def attention_fixed(m: Model) -> int:
+            if m.is_mla:
+                return m.attention_params_per_layer()
+            return 2 * m.hidden_size * m.head_dim * m.num_attention_heads
 
         return ModelArrays(
             hidden=column([m.hidden_size for m in models]),
@@ -193,29 +363,52 @@ class ModelArrays:
             lm_head_params=column([m.lm_head_params() for m in models]),
             static_resident_params=column(
                 [m.embedding_params() + m.norm_params()
-                 + (0 if m.tie_word_embeddings else m.lm_head_params()) for m in models]
+                 + (0 if m.tie_word_embeddings else m.lm_head_params())
+                 + m.num_hidden_layers * m.attention_extra_params_per_layer()
+                 + m.moe_layers * m.moe_extra_params_per_layer() for m in models]
             ),
             qkv_bias=column([float(m.qkv_bias) for m in models]),
             window=column([m.sliding_window if m.sliding_window_layers else math.inf
                            for m in models]),
             windowed_layers=column([m.sliding_window_layers for m in models]),
+            attention_fixed_params=column([attention_fixed(m) for m in models]),
+            kv_proj_params_per_kv_head=column(
+                [0 if m.is_mla else 2 * m.hidden_size * m.head_dim for m in models]),
+            kv_latent=column([m.kv_elements_per_token_layer() if m.is_mla else 0
+                              for m in models]),
+            kv_elements_per_kv_head=column([0 if m.is_mla else 2 * m.head_dim for m in models]),
+            attention_flops_per_key=column([m.attention_flops_per_key() for m in models]),
+            ffn_active_params=column([m.ffn_active_params() for m in models]),
+            ffn_always_read_params=column([m.ffn_always_read_params() for m in models]),
+            routed_expert_params=column([m.routed_expert_params() for m in models]),
+            expert_miss=column([1 - m.num_experts_per_tok / m.num_experts if m.is_moe else 1.0
+                                for m in models]),
         )
 
     def take(self, index: np.ndarray | int) -> ModelArrays:
-        return ModelArrays(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+        def column(name: str) -> np.ndarray:
+            values = getattr(self, name)
+            if name in SPARSE_COLUMNS and values.size and np.all(values == values.flat[0]):
+                return values.flat[0]
+            return values[index]
+
+        return ModelArrays(**{f.name: column(f.name) for f in fields(self)})
+
+
+SPARSE_COLUMNS = ("kv_latent", "routed_expert_params", "expert_miss")
 
 
 def model_from_config(data: dict[str, Any], where: str, key: str = "") -> Model:
     """Build a model from HF `config.json` keys (plus rooftui's own, see the module doc)."""
-    for unsupported_key, what in UNSUPPORTED.items():
-        if data.get(unsupported_key):
-            raise SpecError(
-                f"{where}: {what} models ({unsupported_key!r}) are not supported yet; "
-                "rooftui refuses rather than computing them as dense"
-            )
     text_config = data.get("text_config")
     if isinstance(text_config, dict):  # multimodal wrappers keep the decoder here
         data = {**text_config, **{k: v for k, v in data.items() if k != "text_config"}}
+    for unsupported_key, what in UNSUPPORTED.items():
+        if data.get(unsupported_key):
+            raise SpecError(
+                f"{where}: {what} ({unsupported_key!r}) is not modelled; "
+                "rooftui refuses rather than computing it as something else"
+            )
     if not where.endswith(".json"):
         spec_files.check_keys(data, MODEL_KEYS | IGNORED_KEYS, where)
 
@@ -223,22 +416,25 @@ def model_from_config(data: dict[str, Any], where: str, key: str = "") -> Model:
         return int(spec_files.number(data, name, where, default=default, minimum=minimum,
                                      integer=True))
 
+    def flag(name: str, default: bool) -> bool:
+        return spec_files.flag(data, name, where, default)
+
     model_type = str(data.get("model_type", ""))
     hidden = whole("hidden_size")
     layers = whole("num_hidden_layers")
     heads = whole("num_attention_heads")
     kv_heads = whole("num_key_value_heads", default=heads)
     check_heads(heads, kv_heads, where)
-    if hidden % heads and "head_dim" not in data:
+    mla = _latent_attention(data, where)
+    if hidden % heads and "head_dim" not in data and not mla:
         raise SpecError(f"{where}: hidden_size {hidden} is not divisible by "
                         f"{heads} heads; give head_dim")
-    head_dim = whole("head_dim", default=hidden // heads)
-    vocab = whole("vocab_size", default=0, minimum=0)
+    head_dim = (mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] if mla
+                else whole("head_dim", default=hidden // heads))
     sliding_window, windowed_layers = _sliding_window(data, where, model_type, layers)
     max_positions = data.get("max_position_embeddings")
-    weight_dtype = data.get("weight_dtype") or DTYPE_NAMES.get(
-        str(data.get("torch_dtype") or data.get("dtype") or ""), "bf16")
-    bytes_per_element(weight_dtype)  # validates
+    weight_dtype, expert_dtype = _weight_formats(data, where)
+    attention_bias = flag("attention_bias", False)
     sources = data.get("sources", {})
     return Model(
         name=str(data.get("name") or key or where),
@@ -248,34 +444,120 @@ def model_from_config(data: dict[str, Any], where: str, key: str = "") -> Model:
         num_key_value_heads=kv_heads,
         head_dim=head_dim,
         intermediate_size=whole("intermediate_size"),
-        vocab_size=vocab,
-        tie_word_embeddings=spec_files.flag(
-            data, "tie_word_embeddings", where, model_type in TIED_BY_DEFAULT),
+        vocab_size=whole("vocab_size", default=0, minimum=0),
+        tie_word_embeddings=flag("tie_word_embeddings", model_type in TIED_BY_DEFAULT),
         max_position_embeddings=int(max_positions) if max_positions else None,
-        ffn_gated=spec_files.flag(data, "ffn_gated", where, True),
-        lm_head=spec_files.flag(data, "lm_head", where, True),
+        ffn_gated=flag("ffn_gated", True),
+        lm_head=flag("lm_head", True),
         norms_per_layer=whole("norms_per_layer",
                               default=4 if model_type.startswith("gemma2") else 2, minimum=0),
-        qkv_bias=spec_files.flag(data, "qkv_bias", where, model_type == "qwen2")
-        or spec_files.flag(data, "attention_bias", where, False),
+        qkv_bias=flag("qkv_bias", model_type == "qwen2") or attention_bias,
+        o_bias=attention_bias,
+        qk_norm=flag("qk_norm", model_type in QK_NORM_BY_DEFAULT
+                     or bool(data.get("use_qk_norm"))),
+        attention_sinks=flag("attention_sinks", model_type == "gpt_oss"),
         sliding_window=sliding_window,
         sliding_window_layers=windowed_layers,
         weight_dtype=weight_dtype,
+        expert_weight_dtype=expert_dtype,
         sources={str(k): str(v) for k, v in sources.items()} if isinstance(sources, dict)
         else {},
         key=key,
+        **_experts(data, where, model_type, layers),
+        **mla,
     )
 
 
+def _latent_attention(data: dict, where: str) -> dict[str, int]:
+    """MLA's fields, or {} for standard attention (no `kv_lora_rank`)."""
+    if not data.get("kv_lora_rank"):
+        return {}
+    fields_ = {name: int(spec_files.number(data, name, where, integer=True))
+               for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
+    # no q_lora_rank: the query is one d x heads * head_dim projection (DeepSeek-V2-Lite)
+    fields_["q_lora_rank"] = int(spec_files.number(data, "q_lora_rank", where, default=0,
+                                                   integer=True))
+    return fields_
+
+
+def _experts(data: dict, where: str, model_type: str, layers: int) -> dict[str, Any]:
+    """The MoE fields, or {} for a dense model."""
+    names = [name for name in EXPERT_COUNT_KEYS if data.get(name)]
+    if not names:
+        return {}
+    if len(names) > 1:
+        raise SpecError(f"{where}: give the routed expert count once, not as {names}")
+    experts = int(spec_files.number(data, names[0], where, minimum=1, integer=True))
+    # gpt-oss configs carry both names; the HF one is asked for when neither is there
+    per_token_key = ("experts_per_token" if "experts_per_token" in data
+                     and "num_experts_per_tok" not in data else "num_experts_per_tok")
+    per_token = int(spec_files.number(data, per_token_key, where, minimum=1, integer=True))
+    if per_token > experts:
+        raise SpecError(f"{where}: {per_token} experts per token but only {experts} experts")
+    first_dense = int(spec_files.number(data, "first_k_dense_replace", where, default=0,
+                                        integer=True))
+    every = int(spec_files.number(data, "moe_layer_freq", where, default=1, minimum=1,
+                                  integer=True))
+    sparse_step = int(spec_files.number(data, "decoder_sparse_step", where, default=1,
+                                        minimum=1, integer=True))
+    dense_only = data.get("mlp_only_layers") or []
+    if not isinstance(dense_only, list):
+        raise SpecError(f"{where}: key 'mlp_only_layers' must be a list of layer indices")
+    moe_layers = sum(1 for i in range(layers) if i >= first_dense and i % every == 0
+                     and (i + 1) % sparse_step == 0 and i not in dense_only)
+    intermediate = data.get("moe_intermediate_size") or data.get("intermediate_size")
+    return {
+        "num_experts": experts,
+        "num_experts_per_tok": per_token,
+        "num_shared_experts": int(spec_files.number(data, "n_shared_experts", where, default=0,
+                                                    integer=True)),
+        "moe_intermediate_size": int(spec_files.number(
+            {"moe_intermediate_size": intermediate}, "moe_intermediate_size", where,
+            minimum=1, integer=True)),
+        "moe_layers": moe_layers,
+        "router_bias": spec_files.flag(data, "router_bias", where, model_type == "gpt_oss"
+                                       or data.get("topk_method") == "noaux_tc"),
+        "expert_bias": spec_files.flag(data, "expert_bias", where, model_type == "gpt_oss"),
+    }
+
+
+def _weight_formats(data: dict, where: str) -> tuple[str, str | None]:
+    """(weight dtype, routed experts' dtype or None for the same)."""
+    weight = data.get("weight_dtype") or DTYPE_NAMES.get(
+        str(data.get("torch_dtype") or data.get("dtype") or ""), "bf16")
+    expert = data.get("expert_weight_dtype")
+    quantization = data.get("quantization_config")
+    if isinstance(quantization, dict) and not data.get("weight_dtype"):
+        method = str(quantization.get("quant_method", ""))
+        bits, group = quantization.get("bits"), quantization.get("group_size")
+        if method == "fp8":
+            weight = "fp8"
+        elif method == "mxfp4":
+            expert = expert or "mxfp4"
+        elif method in ("gptq", "awq") and bits in (4, 8) and group == 128:
+            weight = f"int{bits}-g128"
+        else:
+            raise SpecError(f"{where}: quantization {method!r} (bits {bits}, group {group}) "
+                            "is not modelled; give weight_dtype instead")
+    bytes_per_element(weight)  # validates
+    if expert is not None:
+        bytes_per_element(expert)
+    return weight, expert
+
+
 def _sliding_window(data: dict, where: str, model_type: str, layers: int) -> tuple[int | None, int]:
+    layer_types = data.get("layer_types")
+    if isinstance(layer_types, list) and set(layer_types) - LAYER_TYPES:
+        raise SpecError(f"{where}: layer types {sorted(set(layer_types) - LAYER_TYPES)} are "
+                        "not modelled (only full and sliding attention)")
     window = data.get("sliding_window")
     if not window or data.get("use_sliding_window") is False:
         return None, 0
     window = int(spec_files.number(data, "sliding_window", where, minimum=1, integer=True))
     if "sliding_window_layers" in data:
         count = int(spec_files.number(data, "sliding_window_layers", where, integer=True))
-    elif isinstance(data.get("layer_types"), list):
-        count = sum(1 for t in data["layer_types"] if t == "sliding_attention")
+    elif isinstance(layer_types, list):
+        count = sum(1 for t in layer_types if t == "sliding_attention")
     elif model_type.startswith("gemma2"):
         count = (layers + 1) // 2  # even-indexed layers slide, odd ones attend globally
     else:

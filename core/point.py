@@ -11,8 +11,8 @@ from rooftui.core.assumptions import Assumptions
 from rooftui.core.dtypes import check_dtype, default_compute_dtype
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU
-from rooftui.core.model import Model
-from rooftui.core.step import PARTS, StepInputs, evaluate_step
+from rooftui.core.model import Model, ModelArrays
+from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step
 from rooftui.core.tables import GPUTable, assumptions_inputs, dtype_code, gather_step_inputs
 
 
@@ -29,21 +29,73 @@ class PointConfig:
     compute_dtype: str | None = None  # None: follows the weights
     assumptions: Assumptions = field(default_factory=Assumptions)
     tpot_budget: float | None = None
+    # None: the model's own expert format when the weights are the model's, else theirs
+    expert_weight_dtype: str | None = None
+    tp: int = 1  # GPUs one replica is split over (tensor parallelism)
+    spec_tokens: int = 0  # speculative decoding: tokens drafted per sequence and step
+    acceptance: float | None = None  # each drafted token's acceptance rate
+    draft_model: Model | None = None  # None: drafting costs nothing (n-gram, lookup)
+    price_per_gpu_hour: float | None = None  # for the cost per million tokens
+    energy: bool = False  # joules per token from the board power (`point_report` always)
 
     def __post_init__(self) -> None:
-        for key in ("batch", "context", "prefill", "prefill_context"):
+        for key in ("batch", "context", "prefill", "prefill_context", "spec_tokens"):
             value = getattr(self, key)
             if value < 0:
                 raise SpecError(f"{key} must be >= 0, got {value}")
         if self.tpot_budget is not None and self.tpot_budget <= 0:
             raise SpecError(f"the TPOT budget must be > 0 seconds, got {self.tpot_budget}")
-        for key in ("weight_dtype", "kv_dtype", "compute_dtype"):
+        for key in ("weight_dtype", "kv_dtype", "compute_dtype", "expert_weight_dtype"):
             if getattr(self, key) is not None:
                 check_dtype(getattr(self, key), key.replace("_", " "))
+        self._check_parallelism()
+        self._check_speculation()
+        if self.price_per_gpu_hour is not None and self.price_per_gpu_hour < 0:
+            raise SpecError(f"the price per GPU-hour must be >= 0, got {self.price_per_gpu_hour}")
+
+    def _check_parallelism(self) -> None:
+        if self.tp < 1 or int(self.tp) != self.tp:
+            raise SpecError(f"tp (GPUs per replica) must be a whole number >= 1, got {self.tp}")
+        if self.tp == 1:
+            return
+        if self.gpu.interconnect_gbs is None:
+            raise SpecError(f"{self.gpu.name} lists no interconnect_gbs, which tensor "
+                            "parallelism needs for its all-reduces; add it to the GPU spec")
+        for model in filter(None, (self.model, self.draft_model)):
+            heads, kv_heads = model.num_attention_heads, model.num_key_value_heads
+            if heads % self.tp:
+                raise SpecError(f"tp {self.tp} does not divide {model.name}'s {heads} "
+                                "attention heads; tensor parallelism splits them evenly")
+            if not model.is_mla and kv_heads % self.tp and self.tp % kv_heads:
+                raise SpecError(f"tp {self.tp} and {model.name}'s {kv_heads} KV heads: one "
+                                "must divide the other (split, or replicate each KV head)")
+
+    def _check_speculation(self) -> None:
+        if self.spec_tokens == 0:
+            if self.acceptance is not None or self.draft_model is not None:
+                raise SpecError("an acceptance rate or a draft model needs spec tokens "
+                                "(--spec-tokens K)")
+            return
+        if self.acceptance is None:
+            raise SpecError("speculative decoding needs the acceptance rate of a drafted "
+                            "token (--acceptance, between 0 and 1)")
+        if not 0 <= self.acceptance <= 1:
+            raise SpecError(f"the acceptance rate must be in [0, 1], got {self.acceptance}")
 
     @property
     def resolved_weight_dtype(self) -> str:
         return self.weight_dtype or self.model.weight_dtype
+
+    @property
+    def resolved_expert_weight_dtype(self) -> str | None:
+        """The routed experts' format (None for a dense model)."""
+        if not self.model.is_moe:
+            return None
+        if self.expert_weight_dtype:
+            return self.expert_weight_dtype
+        if self.weight_dtype is None and self.model.expert_weight_dtype:
+            return self.model.expert_weight_dtype
+        return self.resolved_weight_dtype
 
     @property
     def resolved_kv_dtype(self) -> str:
@@ -68,13 +120,19 @@ class PointConfig:
 
     def step_inputs(self) -> StepInputs:
         self.gpu.peak_flops(self.resolved_compute_dtype)  # a clear error if the GPU lacks it
+        models = [self.model] + ([self.draft_model] if self.draft_model else [])
+        expert_dtype = self.resolved_expert_weight_dtype
         return gather_step_inputs(
-            GPUTable.of([self.gpu]), self.model.as_arrays(), gpu=0, model=0,
+            GPUTable.of([self.gpu]), ModelArrays.stack(models), gpu=0, model=0,
             batch=self.batch, context=self.context, prefill=self.prefill,
             prefill_context=self.prefill_context,
             weight_dtype=dtype_code(self.resolved_weight_dtype),
             kv_dtype=dtype_code(self.resolved_kv_dtype),
             compute_dtype=dtype_code(self.resolved_compute_dtype),
+            expert_weight_dtype=None if expert_dtype is None else dtype_code(expert_dtype),
+            tp=self.tp, spec_tokens=self.spec_tokens, acceptance=self.acceptance or 0.0,
+            draft_model=1 if self.draft_model else None,
+            energy=self.energy, price_per_gpu_hour=self.price_per_gpu_hour,
             **assumptions_inputs(self.assumptions))
 
 
@@ -85,28 +143,43 @@ def evaluate_point(config: PointConfig) -> dict[str, float | bool]:
             ((k, np.asarray(v)) for k, v in arrays.items())}
 
 
-def _finite(value: float) -> float | None:
+def _finite(value: float | None) -> float | None:
     return None if value is None or not np.isfinite(value) else value
+
+
+def _attention_kind(model: Model) -> str:
+    if model.is_mla:
+        return "MLA"
+    if model.num_key_value_heads == model.num_attention_heads:
+        return "MHA"
+    return "MQA" if model.num_key_value_heads == 1 else "GQA"
 
 
 def point_report(config: PointConfig) -> dict:
     """The `sweep point --json` object: inputs, headline metrics, and each part."""
-    m = evaluate_point(config)
+    m = evaluate_point(config.with_changes(energy=True))
+    model = config.model
     bound = {True: "compute", False: "memory"}
+    tokens = config.batch * (config.spec_tokens + 1) + config.prefill
     report = {
         "gpu": config.gpu.name,
-        "model": config.model.name,
+        "model": model.name,
         "batch": config.batch,
         "context": config.context,
         "prefill": config.prefill,
         "prefill_context": config.prefill_context,
-        "kv_heads": config.model.num_key_value_heads,
-        "group_size": config.model.group_size,
+        "kv_heads": model.num_key_value_heads,
+        "group_size": model.group_size,
+        "attention_kind": _attention_kind(model),
         "weight_dtype": config.resolved_weight_dtype,
+        "expert_weight_dtype": config.resolved_expert_weight_dtype,
         "kv_dtype": config.resolved_kv_dtype,
         "compute_dtype": config.resolved_compute_dtype,
         "peak_flops": config.gpu.peak_flops(config.resolved_compute_dtype),
         "bandwidth_bytes_per_s": config.gpu.bandwidth_bytes_per_s,
+        "tp": config.tp,
+        "interconnect_bytes_per_s": (None if config.gpu.interconnect_gbs is None
+                                     else config.gpu.interconnect_gbs * 1e9),
         "assumptions": {
             "profile": config.assumptions.name,
             "mfu": config.assumptions.mfu,
@@ -119,6 +192,7 @@ def point_report(config: PointConfig) -> dict:
         },
         "step_time_s": m["step_time_s"],
         "tokens_per_s": m["tokens_per_s"],
+        "tokens_per_s_per_gpu": m.get("tokens_per_s_per_gpu", m["tokens_per_s"]),
         "prefill_tokens_per_s": m["prefill_tokens_per_s"],
         "per_user_tokens_per_s": m["per_user_tokens_per_s"],
         "flops": m["flops"],
@@ -131,8 +205,9 @@ def point_report(config: PointConfig) -> dict:
                 "flops": m[f"{name}_flops"],
                 "bytes": m[f"{name}_bytes"],
                 "time_s": m[f"{name}_time_s"],
-                "intensity": _finite(m[f"{name}_intensity"]),
-                "bound": bound[m[f"{name}_compute_bound"]],
+                "intensity": 0.0 if name in LINK_PARTS else _finite(m[f"{name}_intensity"]),
+                "bound": "interconnect" if name in LINK_PARTS
+                else bound[m[f"{name}_compute_bound"]],
             }
             for name in PARTS if f"{name}_flops" in m
         },
@@ -146,6 +221,23 @@ def point_report(config: PointConfig) -> dict:
         "throughput_ceiling_tokens_per_s": _finite(m["throughput_ceiling_tokens_per_s"]),
         "max_batch": None if not np.isfinite(m["max_batch"]) else int(m["max_batch"]),
         "fits": m["fits"],
+        "moe": None if not model.is_moe else {
+            "experts": model.num_experts,
+            "experts_per_token": model.num_experts_per_tok,
+            "shared_experts": model.num_shared_experts,
+            "moe_layers": model.moe_layers,
+            "experts_touched_per_layer": model.expected_experts_touched(tokens),
+        },
+        "speculative": None if not config.spec_tokens else {
+            "spec_tokens": config.spec_tokens,
+            "acceptance": config.acceptance,
+            "draft_model": config.draft_model.name if config.draft_model else None,
+            "expected_tokens_per_step": m["expected_tokens_per_step"],
+        },
+        "board_power_w": config.gpu.tdp_w,
+        "energy_j_per_token": _finite(m.get("energy_j_per_token")),
+        "price_per_gpu_hour": config.price_per_gpu_hour,
+        "cost_per_million_tokens": _finite(m.get("cost_per_million_tokens")),
         "warnings": config.warnings(),
     }
     if "max_batch_for_tpot" in m:

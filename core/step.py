@@ -1,42 +1,92 @@
 """One engine step on the roofline, for whole arrays of configurations at once.
 
-A step runs `B` decode tokens (each sequence with `S` tokens cached) and `N` prefill
-tokens of one prompt chunk (with `C` tokens of that prompt cached). Its cost is split
-into parts, each with FLOPs F and bytes moved:
+A step runs `B` decode sequences (each with `S` tokens cached) and `N` prefill tokens of
+one prompt chunk (with `C` tokens of that prompt cached). Each decode sequence runs
+q = 1 token, or q = k + 1 when a speculative step verifies k drafted tokens; the step
+has T = B * q + N tokens. Its cost is split into parts, each with FLOPs F and bytes:
 
-- gemm: every weight matmul. F = 2 * params * tokens (the LM head only for tokens that
-  sample: the B decode tokens and the prompt's last chunk); bytes = the matmul weights,
-  read once per step and shared by all its tokens.
+- gemm: every weight matmul. F = 2 * active params * T (the LM head only for rows that
+  sample: the B * q decode rows and the prompt's last chunk). Active params: attention
+  projections (MLA: its q and kv LoRA down- and up-projections), dense FFNs, and in each
+  MoE layer the router, the shared experts and the k routed experts a token picks.
+  Bytes: the matmul weights, read once per step and shared by its tokens: every dense
+  weight, and of each MoE layer's E routed experts the expected number that T tokens
+  routed uniformly at random touch, E * (1 - (1 - k/E)^T), so a larger batch reads more
+  experts until all are read. Weights are in their format's bytes per element
+  (core/dtypes.py: int4-g128 adds a 16-bit scale per 128 weights, mxfp4 is 4.25 bits),
+  routed experts in their own (mxfp4 for gpt-oss).
 - attention: scores and weighted sum over the cache. Per layer, a query attending to K
-  keys costs 4 * heads * head_dim * K FLOPs and the K keys cost
-  2 * kv_heads * head_dim * K * kv_bytes to read. Decode attends to S keys per sequence;
-  a prefill chunk to C + N/2 on average (causal) or C + N (full square). A windowed
-  layer attends to at most `window` keys. New K/V written when `kv_write`.
+  keys costs f * K FLOPs, f = 4 * heads * head_dim (MLA in the absorbed form:
+  heads * (4 * kv_lora_rank + 2 * qk_rope_head_dim)), and the K keys cost
+  K * e * kv_bytes to read, e = 2 * kv_heads * head_dim cached elements per token per
+  layer (MLA: the latent, kv_lora_rank + qk_rope_head_dim, shared by all heads). A decode
+  sequence's q queries attend S, S + 1, ..., S + q - 1 keys (q * S + q(q - 1)/2 pairs)
+  and read its S + q - 1 keys once; a prefill chunk attends C + N/2 keys per query on
+  average (causal) or C + N (full square) and reads C + N. A windowed layer attends to
+  at most `window` keys (q > 1: q * min(S + (q - 1)/2, window) pairs). New K/V of the T
+  tokens are written when `kv_write`. MLA's absorbed form is counted for prefill too
+  (kernels often expand the latent there instead, for fewer FLOPs per pair).
 - activations (when `activation_traffic`): hidden states each GEMM and attention kernel
   reads and writes, in the compute dtype; no FLOPs.
 
-part time = max(F / (mfu * peak), bytes / (mbu * bandwidth)); the step is the sum of the
-parts (overlap "parts") or one roofline over their sums (overlap "full").
-Every input is a numpy array (or scalar) broadcastable to the grid: no Python loop per
-configuration. Units: seconds, bytes, FLOPs, bytes/s, FLOP/s.
+Tensor parallelism over tp GPUs: each GPU holds and multiplies 1/tp of the weights (of
+every expert too) and runs 1/tp of the heads, so the gemm and attention FLOPs and the
+weight bytes are divided by tp; its share of the KV cache is max(1/tp, 1/kv_heads) (KV heads are replicated once
+tp exceeds them; MLA's latent serves all heads, so every GPU holds all of it); hidden-size
+activations are replicated, the rest split. All figures are per GPU.
+- communication (tp > 1): two all-reduces per layer (after attention and after the FFN)
+  of T * hidden * activation bytes, and an all-gather of the sampled rows' logits
+  (rows * vocab * activation bytes). A ring moves 2(tp - 1)/tp of an all-reduce's bytes,
+  and (tp - 1)/tp of an all-gather's, through each GPU's link; time = bytes / interconnect
+  bandwidth per direction (no efficiency factor).
+
+Speculative decoding (k tokens, acceptance rate a): a draft model proposes k tokens per
+sequence in k decode steps of B tokens (parts draft_gemm, draft_attention, ... : the
+draft's own parts, times k; the draft's prefill of new prompts is not counted), then the
+target verifies them in one step of q = k + 1 tokens per sequence. Each sequence gains
+tau = (1 - a^(k+1)) / (1 - a) tokens per step (k + 1 as a -> 1). With no draft model,
+drafting is free (n-gram or prompt lookup).
+
+part time = max(F / (mfu * peak), bytes / (mbu * bandwidth)); communication: bytes /
+interconnect. The step is the sum of the part times (overlap "parts") or
+max(sum F / (mfu * peak), sum bytes / (mbu * bandwidth), communication time) (overlap
+"full"). tokens/s = B * tau / step time (per replica of tp GPUs), per user tau / step;
+`max_batch_for_tpot`: the largest B whose time per output token, step time / tau, fits
+the budget (every part is linear in B but the routed experts' bytes: see the solver).
+
+Memory per GPU: resident weights / tp (plus the draft's), each sequence's KV cache times
+the KV share (plus the draft's); `max_batch`: sequences of this context a replica holds.
+Energy per token = board power (`tdp_w`: an upper bound; a memory-bound step draws less)
+* step time * tp / (B * tau + N) tokens; cost per million tokens = price per GPU-hour *
+tp * step time / 3600 / tokens * 1e6.
+
+Every part's FLOPs and bytes are fixed + per-sequence * B (the weights read once the step
+has a token), but for the routed experts' bytes: the batch-independent terms are computed
+once per grid (`_Shape`), then evaluated at the batch, and the budget solver reads its
+lines from them. Every input is a numpy array (or scalar) broadcastable to the grid: no
+Python loop per configuration. Units: seconds, bytes, FLOPs, bytes/s, FLOP/s, watts,
+joules.
 """
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.model import ModelArrays
 
-PARTS = ("gemm", "attention", "activations")
+PARTS = ("gemm", "attention", "activations", "communication",
+         "draft_gemm", "draft_attention", "draft_activations", "draft_communication")
+LINK_PARTS = ("communication", "draft_communication")  # timed at the interconnect
 
 
 @dataclass(frozen=True)
 class StepInputs:
-    """Arrays broadcastable to one grid shape. Byte sizes are per element."""
+    """Arrays broadcastable to one grid shape. Byte sizes are per element. The fields
+    after `memory_reserve` default to a dense step on one GPU without speculation."""
 
     model: ModelArrays
     batch: np.ndarray
@@ -53,6 +103,82 @@ class StepInputs:
     mfu: np.ndarray
     mbu: np.ndarray
     memory_reserve: np.ndarray  # bytes
+    expert_weight_bytes: np.ndarray | None = None  # routed experts; None: weight_bytes
+    tp: np.ndarray | float = 1  # GPUs a replica's weights, heads and KV are split over
+    interconnect: np.ndarray | float = np.inf  # bytes/s per direction per GPU
+    spec_tokens: np.ndarray | float = 0  # k drafted tokens per sequence and step
+    acceptance: np.ndarray | float = 0.0  # a, each drafted token's acceptance rate
+    draft: ModelArrays | None = None  # the draft model; None: drafting is free
+    board_power_w: np.ndarray | None = None  # per GPU; None: no energy output
+    price_per_gpu_hour: np.ndarray | None = None  # None: no cost output
+
+
+def _is_scalar(value, number: float) -> bool:
+    """True when `value` is the plain number `number` for the whole grid (a feature
+    switched off, no prefill), so the arithmetic it would cancel can be skipped."""
+    return np.ndim(value) == 0 and float(value) == number
+
+
+def _plus(*terms):
+    """Sum of the terms that are not None (None when all are)."""
+    present = [term for term in terms if term is not None]
+    return sum(present[1:], start=present[0]) if present else None
+
+
+def _times_batch(per_sequence, batch):
+    return None if per_sequence is None else per_sequence * batch
+
+
+@dataclass(frozen=True)
+class _Linear:
+    """A part's FLOPs and bytes (per GPU) at B decode sequences: fixed + per_sequence * B
+    (None: no such term), plus `weights` bytes read once if the step has any token and
+    the routed experts' bytes, `experts` * (1 - miss^T), for the T = queries * B + prefill
+    tokens routed."""
+
+    flops_fixed: Any = None
+    flops_per_sequence: Any = None
+    bytes_fixed: Any = None
+    bytes_per_sequence: Any = None
+    weights: Any = None
+    experts: Any = None
+    miss: Any = 1.0
+    queries: Any = 1.0
+    prefill: Any = 0.0
+
+    def tokens(self, batch):
+        routed = batch if _is_scalar(self.queries, 1) else self.queries * batch
+        return routed if _is_scalar(self.prefill, 0) else routed + self.prefill
+
+    def at(self, batch, rates: bool = False):
+        """FLOPs and bytes at `batch`; with `rates`, also their derivatives in B (B >= 1)."""
+        flops = _plus(self.flops_fixed, _times_batch(self.flops_per_sequence, batch))
+        nbytes = _plus(self.bytes_fixed, _times_batch(self.bytes_per_sequence, batch))
+        expert_growth = 0.0
+        if self.weights is not None:
+            tokens = self.tokens(batch)
+            nbytes = _plus(nbytes, self.weights * (tokens > 0))
+            if self.experts is not None:
+                missed = self.miss ** tokens
+                nbytes = nbytes + self.experts * (1.0 - missed)
+                if rates:  # d/dB of 1 - miss^(q B + prefill); miss 0 (k = E) grows not
+                    decay = -np.log(np.maximum(self.miss, 1e-300))
+                    expert_growth = self.experts * decay * self.queries * missed
+        if not rates:  # flops None: a part without FLOPs (activations, links)
+            return flops, nbytes
+        flops_rate = 0.0 if self.flops_per_sequence is None else self.flops_per_sequence
+        bytes_rate = 0.0 if self.bytes_per_sequence is None else self.bytes_per_sequence
+        return flops, nbytes, flops_rate, bytes_rate + expert_growth
+
+    def times(self, factor) -> _Linear:
+        """k of these (a draft's k steps)."""
+        def scaled(value):
+            return None if value is None else factor * value
+        return replace(self, flops_fixed=scaled(self.flops_fixed),
+                       flops_per_sequence=scaled(self.flops_per_sequence),
+                       bytes_fixed=scaled(self.bytes_fixed),
+                       bytes_per_sequence=scaled(self.bytes_per_sequence),
+                       weights=scaled(self.weights), experts=scaled(self.experts))
 
 
 def _window_integral(x: np.ndarray, window: np.ndarray) -> np.ndarray:
@@ -62,97 +188,227 @@ def _window_integral(x: np.ndarray, window: np.ndarray) -> np.ndarray:
 
 
 class _Shape:
-    """Per-configuration quantities shared by the parts (computed once)."""
+    """Per-configuration quantities that do not depend on the batch, computed once: the
+    parts as linear functions of B, the KV cache, speculation and tensor parallelism."""
 
-    def __init__(self, inputs: StepInputs) -> None:
+    def __init__(self, inputs: StepInputs, assumptions: Assumptions) -> None:
+        # Only what the memory figures and the outputs need stays an attribute: every
+        # array kept alive costs memory (and page faults) on large grids.
         model = inputs.model
-        self.heads_x_dim = model.heads * model.head_dim
-        self.kv_x_dim = inputs.kv_heads * model.head_dim
-        self.attention_params = model.hidden * model.head_dim * (
-            2.0 * model.heads + 2.0 * inputs.kv_heads)
-        self.layer_gemm_params = self.attention_params + model.ffn_params_per_layer
-        self.gemm_params = model.layers * self.layer_gemm_params + model.lm_head_params
-        self.full_layers = model.layers - model.windowed_layers
-        # K and V of one token in one layer
-        self.kv_token_layer_bytes = 2.0 * self.kv_x_dim * inputs.kv_bytes
+        context = inputs.context
+        # cached elements per token per layer: K and V of each KV head, or MLA's latent
+        kv_elements = model.kv_elements_per_kv_head * inputs.kv_heads
+        if not _is_scalar(model.kv_latent, 0):
+            kv_elements = kv_elements + model.kv_latent
+        self.attention_params = (model.attention_fixed_params
+                                 + model.kv_proj_params_per_kv_head * inputs.kv_heads)
+        self.routed = bool(np.any(model.routed_expert_params))
+        self.expert_weight_bytes = (inputs.weight_bytes if inputs.expert_weight_bytes is None
+                                    else inputs.expert_weight_bytes)
+        full_layers = model.layers - model.windowed_layers
+        # K and V (or the latent) of one token in one layer
+        self.kv_token_layer_bytes = kv_elements * inputs.kv_bytes
         self.kv_bytes_per_token = self.kv_token_layer_bytes * model.layers
-        # layer-keys one decode query attends to, summed over layers
-        self.decode_keys = (self.full_layers * inputs.context
-                            + model.windowed_layers * np.minimum(inputs.context, model.window))
+        # layer-keys one decode sequence holds in its cache
+        self.cached_keys = (full_layers * context
+                            + model.windowed_layers * np.minimum(context, model.window))
+        # layer-keys the prompt of the prefill chunk holds once it is done
+        prompt_end = inputs.prefill_context + inputs.prefill
+        self.prompt_keys = (None if _is_scalar(prompt_end, 0) else
+                            full_layers * prompt_end
+                            + model.windowed_layers * np.minimum(prompt_end, model.window))
+        self.speculating = not _is_scalar(inputs.spec_tokens, 0)
+        if self.speculating:
+            k = np.asarray(inputs.spec_tokens, dtype=np.float64)
+            a = np.asarray(inputs.acceptance, dtype=np.float64)
+            self.queries = k + 1.0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self.tokens_per_step = np.where(a < 1, (1 - a ** (k + 1)) / (1 - a), k + 1)
+            last = context + k  # the last verified query attends S + k keys
+            middle = context + 0.5 * k
+            decode_keys = (full_layers * last
+                           + model.windowed_layers * np.minimum(last, model.window))
+            decode_pairs = (full_layers * (self.queries * middle)
+                            + model.windowed_layers * self.queries
+                            * np.minimum(middle, model.window))
+        else:
+            self.queries = self.tokens_per_step = 1.0
+            decode_keys = decode_pairs = self.cached_keys
+        self.split = not _is_scalar(inputs.tp, 1)
+        if self.split:
+            self.tp = np.asarray(inputs.tp, dtype=np.float64)
+            # KV heads that can be split: the model's (MLA: one latent for all heads)
+            kv_units = (inputs.kv_heads if _is_scalar(model.kv_latent, 0)
+                        else np.where(model.kv_latent > 0, 1.0, inputs.kv_heads))
+            self.kv_share = np.maximum(1.0 / self.tp, 1.0 / kv_units)
+        self.parts = self._parts(inputs, assumptions, full_layers=full_layers,
+                                 kv_elements=kv_elements, prompt_end=prompt_end,
+                                 decode_keys=decode_keys, decode_pairs=decode_pairs)
+        if inputs.draft is not None and self.speculating:
+            k = np.asarray(inputs.spec_tokens, dtype=np.float64)
+            self.draft = _Shape(_draft_inputs(inputs), assumptions)
+            for name, part in self.draft.parts.items():
+                self.parts[f"draft_{name}"] = part.times(k)
+            self.kv_read_per_sequence = (self.kv_read_per_sequence
+                                         + k * self.draft.kv_read_per_sequence)
+        else:
+            self.draft = None
+
+    def per_query(self, value):
+        """A per-token quantity, for the q queries of a decode sequence."""
+        return value * self.queries if self.speculating else value
+
+    def per_query_step(self, value):
+        """A per-token quantity, for the tokens a sequence gains per step (tau)."""
+        return value * self.tokens_per_step if self.speculating else value
+
+    def per_gpu(self, value):
+        """A quantity split evenly over the tensor-parallel GPUs."""
+        return value / self.tp if self.split and value is not None else value
+
+    def kv_per_gpu(self, value):
+        """A quantity of KV cache, as one GPU holds it."""
+        return value * self.kv_share if self.split and value is not None else value
+
+    def _parts(self, inputs: StepInputs, assumptions: Assumptions, *, full_layers,
+               kv_elements, prompt_end, decode_keys, decode_pairs) -> dict[str, _Linear]:
+        model = inputs.model
+        decode_only = _is_scalar(inputs.prefill, 0)
+        prefill, cached = inputs.prefill, inputs.prefill_context
+        has_prefill = prefill > 0
+
+        def fixed(value):  # a term that only a prefill chunk contributes
+            return None if decode_only else value
+
+        # matmul weights one token multiplies by (all layers, then with the head), and
+        # those every step reads whatever the routing
+        all_attention = model.layers * self.attention_params
+        layers_gemm_params = all_attention + model.ffn_active_params
+        dense_weight_params = (all_attention + model.ffn_always_read_params
+                               + model.lm_head_params)
+        two_flops = self.per_gpu(2.0)  # per weight and token, on one GPU
+        gemm = _Linear(
+            flops_fixed=fixed(two_flops * (layers_gemm_params * prefill
+                                           + model.lm_head_params * has_prefill)),
+            flops_per_sequence=self.per_query(
+                two_flops * (layers_gemm_params + model.lm_head_params)),
+            weights=self.per_gpu(dense_weight_params * inputs.weight_bytes),
+            experts=(self.per_gpu(model.routed_expert_params * self.expert_weight_bytes)
+                     if self.routed else None),
+            miss=model.expert_miss, queries=self.queries, prefill=prefill)
+
+        attention_fixed_flops = attention_fixed_bytes = None
+        if not decode_only:
+            # query-key pairs and keys read of the prefill chunk, summed over layers
+            end = prompt_end
+            if assumptions.attention_flops == "causal":
+                pairs_full = prefill * cached + 0.5 * prefill * prefill
+                pairs_windowed = _window_integral(end, model.window) - _window_integral(
+                    cached, model.window)
+            else:
+                pairs_full = prefill * end
+                pairs_windowed = prefill * np.minimum(end, model.window)
+            pairs = full_layers * pairs_full + model.windowed_layers * pairs_windowed
+            attention_fixed_flops = model.attention_flops_per_key * pairs
+            attention_fixed_bytes = self.kv_token_layer_bytes * self.prompt_keys * has_prefill
+        attention_bytes = self.kv_token_layer_bytes * decode_keys
+        self.kv_read_per_sequence = self.kv_per_gpu(attention_bytes)
+        if assumptions.kv_write:  # the new K and V of every token
+            attention_bytes = attention_bytes + self.per_query(self.kv_bytes_per_token)
+            attention_fixed_bytes = _plus(attention_fixed_bytes,
+                                          fixed(self.kv_bytes_per_token * prefill))
+        parts = {"gemm": gemm, "attention": _Linear(
+            flops_fixed=self.per_gpu(attention_fixed_flops),
+            flops_per_sequence=self.per_gpu(model.attention_flops_per_key * decode_pairs),
+            bytes_fixed=self.kv_per_gpu(attention_fixed_bytes),
+            bytes_per_sequence=self.kv_per_gpu(attention_bytes))}
+
+        if assumptions.activation_traffic:
+            # inputs and outputs of QKV, O, the FFN (the experts a token uses), the
+            # attention kernel and the head; hidden-size ones replicated over GPUs
+            split = (4.0 * model.heads * model.head_dim + kv_elements
+                     + model.ffn_active_params / (model.layers * model.hidden))
+            per_token = model.layers * (4.0 * model.hidden + self.per_gpu(split))
+            per_row = model.hidden + self.per_gpu(model.lm_head_params / model.hidden)
+            parts["activations"] = _Linear(
+                bytes_fixed=fixed(inputs.activation_bytes * (per_token * prefill
+                                                             + per_row * has_prefill)),
+                bytes_per_sequence=self.per_query(inputs.activation_bytes * (per_token + per_row)))
+        if self.split:
+            # two ring all-reduces per layer (2(tp-1)/tp of T * hidden * activation bytes
+            # each) and an all-gather of the logits ((tp-1)/tp of rows * vocab)
+            ring = inputs.activation_bytes * (self.tp - 1.0) / self.tp
+            per_token = ring * 4.0 * model.layers * model.hidden
+            per_row = ring * model.lm_head_params / model.hidden
+            parts["communication"] = _Linear(
+                bytes_fixed=fixed(per_token * prefill + per_row * has_prefill),
+                bytes_per_sequence=self.per_query(per_token + per_row))
+        return parts
 
 
-def _part_costs(inputs: StepInputs, shape: _Shape, batch: np.ndarray,
-                assumptions: Assumptions) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """FLOPs and bytes of each part for `batch` decode sequences."""
-    model = inputs.model
-    prefill, cached = inputs.prefill, inputs.prefill_context
-    tokens = batch + prefill
-    has_prefill = prefill > 0
-    sampled_rows = batch + has_prefill
-
-    gemm_flops = 2.0 * (model.layers * shape.layer_gemm_params * tokens
-                        + model.lm_head_params * sampled_rows)
-    gemm_bytes = shape.gemm_params * inputs.weight_bytes * (tokens > 0)
-
-    # query-key pairs of the prefill chunk, summed over layers
-    end = cached + prefill
-    if assumptions.attention_flops == "causal":
-        pairs_full = prefill * cached + 0.5 * prefill * prefill
-        pairs_windowed = _window_integral(end, model.window) - _window_integral(
-            cached, model.window)
-    else:
-        pairs_full = prefill * end
-        pairs_windowed = prefill * np.minimum(end, model.window)
-    prefill_pairs = shape.full_layers * pairs_full + model.windowed_layers * pairs_windowed
-    prefill_keys = shape.full_layers * end + model.windowed_layers * np.minimum(
-        end, model.window)
-    keys_read = batch * shape.decode_keys + prefill_keys * has_prefill
-    attention_flops = 4.0 * shape.heads_x_dim * (batch * shape.decode_keys + prefill_pairs)
-    attention_bytes = shape.kv_token_layer_bytes * keys_read
-    if assumptions.kv_write:
-        attention_bytes = attention_bytes + shape.kv_bytes_per_token * tokens
-    costs = {"gemm": (gemm_flops, gemm_bytes), "attention": (attention_flops, attention_bytes)}
-
-    if assumptions.activation_traffic:
-        # inputs and outputs of QKV, O, gate/up, down and the attention kernel, per token
-        per_token_layer = (4.0 * model.hidden + 4.0 * shape.heads_x_dim + 2.0 * shape.kv_x_dim
-                           + model.ffn_params_per_layer / model.hidden)
-        vocab = model.lm_head_params / model.hidden
-        activation_bytes = inputs.activation_bytes * (
-            model.layers * per_token_layer * tokens + (model.hidden + vocab) * sampled_rows)
-        costs["activations"] = (np.zeros_like(activation_bytes), activation_bytes)
-    return costs
+def _draft_inputs(inputs: StepInputs) -> StepInputs:
+    """The draft model's decode steps: its own shape and KV heads, the target's formats
+    (routed experts stored like the target's) and GPUs, one token per sequence, no
+    prefill."""
+    return replace(inputs, model=inputs.draft, kv_heads=inputs.draft.kv_heads, prefill=0.0,
+                   prefill_context=0.0, spec_tokens=0, draft=None)
 
 
-def _times(costs, compute_rate, memory_rate):
-    return {name: np.maximum(f / compute_rate, b / memory_rate) for name, (f, b) in costs.items()}
+def _costs(shape: _Shape, batch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """FLOPs (None for a part without) and bytes, per GPU, of each part for `batch`
+    decode sequences."""
+    return {name: part.at(batch) for name, part in shape.parts.items()}
+
+
+def _times(costs, compute_rate, memory_rate, link_rate):
+    # no link traffic takes no time, even where a GPU lists no interconnect
+    return {name: (np.where(nbytes > 0, nbytes / link_rate, 0.0) if name in LINK_PARTS
+                   else nbytes / memory_rate if flops is None
+                   else np.maximum(flops / compute_rate, nbytes / memory_rate))
+            for name, (flops, nbytes) in costs.items()}
+
+
+def _step_time(costs, part_times, assumptions, compute_rate, memory_rate):
+    if assumptions.overlap == "parts":
+        return sum(part_times.values())
+    flops = _plus(*(f for f, _ in costs.values()))
+    nbytes = sum(b for name, (_, b) in costs.items() if name not in LINK_PARTS)
+    step = np.maximum(flops / compute_rate, nbytes / memory_rate)
+    for name in LINK_PARTS:
+        if name in part_times:
+            step = np.maximum(step, part_times[name])
+    return step
 
 
 def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
                   tpot_budget: np.ndarray | float | None = None) -> dict[str, np.ndarray]:
-    """Every metric of the step, as arrays over the broadcast grid (see `METRICS`)."""
-    model = inputs.model
-    shape = _Shape(inputs)
+    """Every metric of the step, as arrays over the broadcast grid (or scalars where a
+    metric does not vary over it). Beside the dense step's keys: per part `<part>_flops`,
+    `_bytes`, `_time_s` (and `_intensity`, `_compute_bound` but for link parts) for the
+    parts present (`PARTS`); `expected_tokens_per_step` when speculating;
+    `tokens_per_s_per_gpu` with tensor parallelism; `energy_j_per_token` and
+    `cost_per_million_tokens` when their inputs are given; `max_batch_for_tpot` with a
+    budget."""
+    shape = _Shape(inputs, assumptions)
     batch = np.asarray(inputs.batch, dtype=np.float64)
     compute_rate = inputs.mfu * inputs.peak_flops
     memory_rate = inputs.mbu * inputs.bandwidth
-    costs = _part_costs(inputs, shape, batch, assumptions)
-    part_times = _times(costs, compute_rate, memory_rate)
+    costs = _costs(shape, batch)
+    part_times = _times(costs, compute_rate, memory_rate, inputs.interconnect)
+    step_time = _step_time(costs, part_times, assumptions, compute_rate, memory_rate)
 
-    flops = sum(f for f, _ in costs.values())
-    nbytes = sum(b for _, b in costs.values())
-    sum_of_parts = sum(part_times.values())
-    if assumptions.overlap == "parts":
-        step_time = sum_of_parts
-    else:
-        step_time = np.maximum(flops / compute_rate, nbytes / memory_rate)
+    flops = _plus(*(f for f, _ in costs.values()))
+    nbytes = sum(b for name, (_, b) in costs.items() if name not in LINK_PARTS)
+    sum_of_parts = step_time if assumptions.overlap == "parts" else sum(part_times.values())
+    new_tokens = batch * shape.tokens_per_step if shape.speculating else batch
 
     with np.errstate(divide="ignore", invalid="ignore"):
         out: dict[str, np.ndarray] = {
             "step_time_s": step_time,
-            "tokens_per_s": batch / step_time,
+            "tokens_per_s": new_tokens / step_time,
             "prefill_tokens_per_s": inputs.prefill / step_time,
-            "per_user_tokens_per_s": np.where(batch > 0, 1.0 / step_time, 0.0),
+            "per_user_tokens_per_s": np.where(batch > 0, shape.tokens_per_step / step_time,
+                                              0.0),
             "flops": flops,
             "bytes": nbytes,
             "intensity": flops / nbytes,
@@ -163,76 +419,263 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
             "mbu": nbytes / (step_time * inputs.bandwidth),
         }
         for name, (part_flops, part_bytes) in costs.items():
-            out[f"{name}_flops"] = part_flops
+            out[f"{name}_flops"] = 0.0 if part_flops is None else part_flops
             out[f"{name}_bytes"] = part_bytes
             out[f"{name}_time_s"] = part_times[name]
+            if name in LINK_PARTS:  # bytes over the interconnect, no FLOPs
+                continue
+            if part_flops is None:
+                out[f"{name}_intensity"], out[f"{name}_compute_bound"] = 0.0, False
+                continue
             out[f"{name}_intensity"] = part_flops / part_bytes
             out[f"{name}_compute_bound"] = part_flops / compute_rate > part_bytes / memory_rate
+        if shape.speculating:
+            out["expected_tokens_per_step"] = shape.tokens_per_step * np.ones(np.shape(batch))
+        if shape.split:
+            out["tokens_per_s_per_gpu"] = out["tokens_per_s"] / shape.tp
 
-        # memory: resident weights, the batch's KV cache, what is left for more sequences
-        bias_params = model.qkv_bias * (model.heads + 2.0 * inputs.kv_heads) * model.head_dim
-        resident_params = (model.layers * (shape.layer_gemm_params + bias_params)
-                           + model.static_resident_params)
-        weight_bytes = resident_params * inputs.weight_bytes
-        end = inputs.prefill_context + inputs.prefill
-        prompt_keys = shape.full_layers * end + model.windowed_layers * np.minimum(
-            end, model.window)
-        kv_per_sequence = shape.kv_token_layer_bytes * shape.decode_keys
-        kv_bytes = batch * kv_per_sequence + shape.kv_token_layer_bytes * prompt_keys
-        free = (inputs.memory - weight_bytes - inputs.memory_reserve
-                - shape.kv_token_layer_bytes * prompt_keys)
+        # memory per GPU: resident weights, the batch's KV cache, room for more sequences
+        weight_bytes, kv_per_sequence, prompt_kv = _memory(inputs, shape)
+        if shape.draft is not None:
+            draft_weights, draft_kv, _ = _memory(_draft_inputs(inputs), shape.draft)
+            drafting = np.asarray(inputs.spec_tokens) > 0
+            weight_bytes = weight_bytes + draft_weights * drafting
+            kv_per_sequence = kv_per_sequence + draft_kv * drafting
+        kv_bytes = batch * kv_per_sequence + prompt_kv
+        free = inputs.memory - weight_bytes - inputs.memory_reserve - prompt_kv
         out["weight_bytes"] = weight_bytes
         out["kv_bytes"] = kv_bytes
         out["kv_bytes_per_token"] = shape.kv_bytes_per_token
         out["max_batch"] = np.where(free > 0, np.floor(free / kv_per_sequence), 0.0)
         out["fits"] = weight_bytes + kv_bytes + inputs.memory_reserve <= inputs.memory
 
-        # decode as B grows without bound: the weights amortise away, the KV does not
-        sequence_flops = 2.0 * shape.gemm_params + 4.0 * shape.heads_x_dim * shape.decode_keys
-        sequence_bytes = kv_per_sequence + (
-            shape.kv_bytes_per_token if assumptions.kv_write else 0.0)
-        if "activations" in costs:
-            one = _part_costs(inputs, shape, np.ones_like(batch), assumptions)["activations"][1]
-            none = _part_costs(inputs, shape, np.zeros_like(batch), assumptions)["activations"][1]
-            sequence_bytes = sequence_bytes + (one - none)
+        # decode as B grows without bound: the weights amortise away, what each sequence
+        # adds (FLOPs; KV read and written, activations) does not
+        sequence_flops = sum(part.flops_per_sequence for part in shape.parts.values()
+                             if part.flops_per_sequence is not None)
+        sequence_bytes = sum(part.bytes_per_sequence for name, part in shape.parts.items()
+                             if name not in LINK_PARTS and part.bytes_per_sequence is not None)
         out["intensity_ceiling"] = sequence_flops / sequence_bytes
-        out["throughput_ceiling_tokens_per_s"] = memory_rate / kv_per_sequence
+        out["throughput_ceiling_tokens_per_s"] = (shape.per_query_step(memory_rate)
+                                                  / shape.kv_read_per_sequence)
+
+        if inputs.board_power_w is not None or inputs.price_per_gpu_hour is not None:
+            gpu_seconds = step_time * shape.tp if shape.split else step_time
+            gpu_seconds_per_token = gpu_seconds / (new_tokens + inputs.prefill)
+            if inputs.board_power_w is not None:
+                out["energy_j_per_token"] = inputs.board_power_w * gpu_seconds_per_token
+            if inputs.price_per_gpu_hour is not None:
+                out["cost_per_million_tokens"] = (inputs.price_per_gpu_hour / 3600.0 * 1e6
+                                                  * gpu_seconds_per_token)
 
     if tpot_budget is not None:
         out["max_batch_for_tpot"] = _max_batch_for_budget(
-            inputs, shape, assumptions, compute_rate, memory_rate, tpot_budget)
+            inputs, shape, assumptions, compute_rate, memory_rate,
+            np.asarray(tpot_budget, dtype=np.float64) * shape.tokens_per_step)
     return out
+
+
+def _memory(inputs: StepInputs, shape: _Shape):
+    """Per GPU: resident weight bytes, KV bytes of one decode sequence, KV of the prompt."""
+    model = inputs.model
+    bias_params = model.qkv_bias * (model.heads + 2.0 * inputs.kv_heads) * model.head_dim
+    resident_params = (model.layers * (shape.attention_params + bias_params)
+                       + model.ffn_always_read_params + model.static_resident_params)
+    weight_bytes = resident_params * inputs.weight_bytes
+    if shape.routed:
+        weight_bytes = weight_bytes + model.routed_expert_params * shape.expert_weight_bytes
+    prompt_kv = (0.0 if shape.prompt_keys is None
+                 else shape.kv_per_gpu(shape.kv_token_layer_bytes * shape.prompt_keys))
+    return (shape.per_gpu(weight_bytes),
+            shape.kv_per_gpu(shape.kv_token_layer_bytes * shape.cached_keys), prompt_kv)
+
+
+def _branches(shape: _Shape, compute_rate, memory_rate, link_rate):
+    """Per part, the (intercept, slope) of each time its time is the max of, for B >= 1
+    (weights read; every routed expert read)."""
+    def zero_if_none(value):
+        return 0.0 if value is None else value
+
+    out = []
+    for name, part in shape.parts.items():
+        memory_like = link_rate if name in LINK_PARTS else memory_rate
+        fixed_bytes = (zero_if_none(part.bytes_fixed) + zero_if_none(part.weights)
+                       + zero_if_none(part.experts))
+        memory = (fixed_bytes / memory_like,
+                  zero_if_none(part.bytes_per_sequence) / memory_like)
+        if name in LINK_PARTS:
+            out.append((memory,))
+            continue
+        compute = (zero_if_none(part.flops_fixed) / compute_rate,
+                   zero_if_none(part.flops_per_sequence) / compute_rate)
+        out.append((compute, memory))
+    return out
+
+
+def _dominant(branches):
+    """The branches a part's time can take for B >= 1: one line alone where it is the
+    larger at B = 1 and grows no slower everywhere in the grid (e.g. decode attention,
+    memory-bound at any batch), which saves the solver every combination with the other."""
+    (compute_at_zero, compute_slope), (memory_at_zero, memory_slope) = branches
+    compute_at_one, memory_at_one = compute_at_zero + compute_slope, memory_at_zero + memory_slope
+    if np.all((memory_at_one >= compute_at_one) & (memory_slope >= compute_slope)):
+        return branches[1:]
+    if np.all((compute_at_one >= memory_at_one) & (compute_slope >= memory_slope)):
+        return branches[:1]
+    return branches
 
 
 def _max_batch_for_budget(inputs, shape, assumptions, compute_rate, memory_rate, budget):
     """Largest B >= 1 whose step time fits `budget` (0 if none), memory aside.
 
-    For B >= 1 every part's FLOPs and bytes are affine in B, so each part time is a max of
-    two affine functions and the step time is the max, over every choice of branch per
-    part, of the summed affine functions. t(B) <= budget is then a set of linear
-    inequalities, solved exactly for all configurations at once.
+    For B >= 1 every part's FLOPs and bytes are linear in B, but for the routed experts'
+    bytes, which grow with B. With them fixed, each part time is a max of two linear
+    functions and the step time is the max, over every choice of branch per part, of the
+    summed lines (overlap "full": the max of the summed compute, memory and link lines):
+    t(B) <= budget is a set of linear inequalities, solved exactly for all configurations
+    at once. Routed experts: with every expert read the solution L is a lower bound, and
+    L + 1 cannot fit where the line that bounds it overshoots the budget at L + 1 by more
+    than the experts left unread there could save; elsewhere the exact step time at L + 1
+    decides, and where it fits Newton steps go on from there (see `_settle`).
     """
-    ones = np.ones(np.shape(inputs.batch))
-    at_one = _part_costs(inputs, shape, ones, assumptions)
-    at_two = _part_costs(inputs, shape, 2.0 * ones, assumptions)
-    branches = []  # per part: the (intercept, slope) of its compute and memory time
-    for name, (f1, b1) in at_one.items():
-        f2, b2 = at_two[name]
-        compute = (2 * f1 - f2) / compute_rate, (f2 - f1) / compute_rate
-        memory = (2 * b1 - b2) / memory_rate, (b2 - b1) / memory_rate
-        branches.append((compute, memory))
-    if assumptions.overlap == "full":  # one roofline over the summed FLOPs and bytes
-        compute = tuple(sum(part[0][j] for part in branches) for j in (0, 1))
-        memory = tuple(sum(part[1][j] for part in branches) for j in (0, 1))
-        combos = [(compute,), (memory,)]
-    else:
-        combos = list(itertools.product(*branches))
-    limit = np.full(np.shape(ones), np.inf)
+    grid = np.shape(inputs.batch)
+    routed = any(part.experts is not None for part in shape.parts.values())
+    low, binding = _linear_max_batch(shape, assumptions, compute_rate, memory_rate,
+                                     inputs.interconnect, budget, grid=grid, binding=routed)
+    if not routed:
+        return low
+    trial = np.where(np.isfinite(low), low + 1.0, 1.0)
+    overshoot = binding[0] + binding[1] * trial - budget
+    unread = sum(part.experts / (inputs.interconnect if name in LINK_PARTS else memory_rate)
+                 * part.miss ** part.tokens(trial)
+                 for name, part in shape.parts.items() if part.experts is not None)
+    open_ = np.isfinite(low) & (overshoot <= unread * (1 + 1e-9))
+    if not np.any(open_):
+        return low
+    full = np.broadcast_shapes(np.shape(low), np.shape(open_))
+    index = np.flatnonzero(np.broadcast_to(open_, full))
+    rates = _restricted(index, full, compute_rate, memory_rate, inputs.interconnect)
+    parts = _restricted_parts(shape.parts, index, full)
+    budget_, trial_ = _restricted(index, full, budget, trial)
+    time, rate = _time_and_rate(parts, rates, assumptions, trial_)
+    fits = time <= budget_
+    settled = _settle(parts, rates, assumptions, budget_, trial_, time, rate,
+                      np.where(fits, 2.0 ** 52, trial_))
+    low = np.array(np.broadcast_to(low, full)).reshape(-1)
+    low[index] = np.where(fits, settled, low[index])
+    return low.reshape(full)
+
+
+_LINEAR_FIELDS = tuple(f.name for f in fields(_Linear))
+
+
+def _restricted_parts(parts, index, shape):
+    return {name: _Linear(**dict(zip(_LINEAR_FIELDS, _restricted(
+        index, shape, *(getattr(part, f) for f in _LINEAR_FIELDS)), strict=True)))
+        for name, part in parts.items()}
+
+
+def _restricted(index, shape, *values):
+    """`values` (scalars, or arrays broadcastable to `shape`) at the flat `index` only."""
+    return [value if value is None or np.ndim(value) == 0
+            else np.broadcast_to(value, shape).reshape(-1)[index] for value in values]
+
+
+def _settle(parts, rates, assumptions, budget, low, time, rate, high):
+    """The largest integer B <= `high` whose step fits `budget`, given that `low` fits
+    (with its step time and rate of growth). Newton steps from the largest B known to
+    fit: where the routed experts' bytes set the time it is concave in B, so a step stays
+    within the budget; a step that overshoots (past a kink where another branch takes
+    over) bounds B from above, and bisection finishes. Points still unsettled are
+    gathered into smaller arrays as they become few."""
+    size = np.shape(low)
+    while True:
+        unsettled = high > low
+        count = np.count_nonzero(unsettled)
+        if count == 0:
+            return low
+        if count < low.size // 2:
+            index = np.flatnonzero(unsettled)
+            parts = _restricted_parts(parts, index, size)
+            rates = _restricted(index, size, *rates)
+            low = np.array(low)
+            low[index] = _settle(parts, rates, assumptions,
+                                 *_restricted(index, size, budget, low, time, rate, high))
+            return low
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = np.floor(low + (budget - time) / rate)
+        candidate = np.where(newton > high, np.ceil(0.5 * (low + high)),
+                             np.maximum(newton, low + 1.0))
+        candidate = np.minimum(candidate, np.maximum(high, low))
+        trial_time, trial_rate = _time_and_rate(parts, rates, assumptions, candidate)
+        fits = (trial_time <= budget) & unsettled
+        low = np.where(fits, candidate, low)
+        time, rate = np.where(fits, trial_time, time), np.where(fits, trial_rate, rate)
+        high = np.where(fits | ~unsettled, high, candidate - 1.0)
+
+
+def _time_and_rate(parts, rates, assumptions, batch):
+    """The step time at `batch` and its derivative in B (of the branches that set it)."""
+    compute_rate, memory_rate, link_rate = rates
+    values = {name: part.at(batch, rates=True) for name, part in parts.items()}
+    costs = {name: value[:2] for name, value in values.items()}
+    times = _times(costs, compute_rate, memory_rate, link_rate)
+    slopes = {}
+    for name, (flops, nbytes, flops_rate, bytes_rate) in values.items():
+        if name in LINK_PARTS:
+            slopes[name] = bytes_rate / link_rate
+        elif flops is None:
+            slopes[name] = bytes_rate / memory_rate
+        else:
+            slopes[name] = np.where(flops / compute_rate >= nbytes / memory_rate,
+                                    flops_rate / compute_rate, bytes_rate / memory_rate)
+    if assumptions.overlap == "parts":
+        return sum(times.values()), sum(slopes.values())
+    hbm = [value for name, value in values.items() if name not in LINK_PARTS]
+    compute_time, memory_time, compute_slope, memory_slope = (
+        _plus(*(value[j] for value in hbm)) / rate
+        for j, rate in enumerate((compute_rate, memory_rate, compute_rate, memory_rate)))
+    time = np.maximum(compute_time, memory_time)
+    rate = np.where(compute_time >= memory_time, compute_slope, memory_slope)
+    for name in parts:
+        if name in LINK_PARTS:
+            rate = np.where(times[name] > time, slopes[name], rate)
+            time = np.maximum(time, times[name])
+    return time, rate
+
+
+def _linear_max_batch(shape, assumptions, compute_rate, memory_rate, link_rate, budget, grid,
+                      binding=False):
+    """The largest B >= 1 within the budget (0 if none), and with `binding` the
+    (intercept, slope) of the line that sets it (else None)."""
+    per_part = _branches(shape, compute_rate, memory_rate, link_rate)
+    if assumptions.overlap == "full":
+        hbm = [branches for name, branches in zip(shape.parts, per_part, strict=True)
+               if name not in LINK_PARTS]
+        links = [branches[0] for name, branches in zip(shape.parts, per_part, strict=True)
+                 if name in LINK_PARTS]
+        lines = [_summed(branches[j] for branches in hbm) for j in (0, 1)] + links
+    else:  # a sum of per-part maxima: the max over every choice of branch per part
+        per_part = [_dominant(branches) if len(branches) == 2 else branches
+                    for branches in per_part]
+        lines = list(per_part[0])
+        for branches in per_part[1:]:
+            lines = [_summed((line, branch)) for line in lines for branch in branches]
+    limit = np.full(grid, np.inf)
+    bound_by = (np.zeros(grid), np.zeros(grid)) if binding else None
     with np.errstate(divide="ignore", invalid="ignore"):
-        for choice in combos:
-            intercept = sum(c[0] for c in choice)
-            slope = sum(c[1] for c in choice)
-            bound = np.where(slope > 0, (budget - intercept) / slope,
-                             np.where(intercept <= budget, np.inf, -np.inf))
+        for intercept, slope in lines:
+            # a flat line gives +inf within the budget and -inf above it
+            bound = (budget - intercept) / slope
+            if binding:
+                tighter = bound < limit
+                bound_by = (np.where(tighter, intercept, bound_by[0]),
+                            np.where(tighter, slope, bound_by[1]))
             limit = np.minimum(limit, bound)
-    return np.where(limit >= 1, np.floor(limit), 0.0)
+    return np.where(limit >= 1, np.floor(limit), 0.0), bound_by
+
+
+def _summed(lines):
+    """The sum of (intercept, slope) lines."""
+    intercepts, slopes = zip(*lines, strict=True)
+    return sum(intercepts[1:], start=intercepts[0]), sum(slopes[1:], start=slopes[0])

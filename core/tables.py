@@ -23,12 +23,15 @@ def dtype_code(name: str) -> int:
 
 @dataclass(frozen=True)
 class GPUTable:
-    """Per-GPU arrays; `peak_flops[g, d]` is NaN where GPU g has no peak for dtype d."""
+    """Per-GPU arrays; `peak_flops[g, d]` is NaN where GPU g has no peak for dtype d, and
+    `interconnect` (bytes/s per direction) and `tdp_w` are NaN where a spec omits them."""
 
     gpus: tuple[GPU, ...]
     peak_flops: np.ndarray
     bandwidth: np.ndarray
     memory: np.ndarray
+    interconnect: np.ndarray
+    tdp_w: np.ndarray
 
     @staticmethod
     def of(gpus: list[GPU]) -> GPUTable:
@@ -36,21 +39,33 @@ class GPUTable:
         for g, gpu in enumerate(gpus):
             for dtype, tflops in gpu.tflops.items():
                 peaks[g, DTYPES.index(dtype)] = tflops * 1e12
+
+        def optional(values: list[float | None]) -> np.ndarray:
+            return np.array([np.nan if value is None else value for value in values])
+
         return GPUTable(
             gpus=tuple(gpus),
             peak_flops=peaks,
             bandwidth=np.array([gpu.bandwidth_bytes_per_s for gpu in gpus]),
             memory=np.array([gpu.memory_bytes for gpu in gpus]),
+            interconnect=optional([gpu.interconnect_gbs for gpu in gpus]) * 1e9,
+            tdp_w=optional([gpu.tdp_w for gpu in gpus]),
         )
 
 
 def gather_step_inputs(
     gpus: GPUTable, models: ModelArrays, *, gpu, model, batch, context, prefill,
     prefill_context, weight_dtype, kv_dtype, compute_dtype, kv_heads=None,
-    mfu=1.0, mbu=1.0, memory_reserve_gb=0.0,
+    mfu=1.0, mbu=1.0, memory_reserve_gb=0.0, expert_weight_dtype=None, tp=1,
+    spec_tokens=0, acceptance=0.0, draft_model=None, energy=False,
+    price_per_gpu_hour=None,
 ) -> StepInputs:
-    """StepInputs for a grid: `gpu`, `model` and the dtypes are integer code arrays,
-    the rest numbers; all broadcast together. `kv_heads` None keeps each model's own."""
+    """StepInputs for a grid: `gpu`, `model`, `draft_model` and the dtypes are integer
+    code arrays, the rest numbers; all broadcast together. `kv_heads` None keeps each
+    model's own; `expert_weight_dtype` None stores routed experts like the other weights;
+    `draft_model` None drafts for free (with `spec_tokens` > 0); `energy` adds joules per
+    token from each GPU's board power (NaN where a spec has none), `price_per_gpu_hour`
+    the cost per million tokens."""
     taken = models.take(model)
     f64 = np.float64
     return StepInputs(
@@ -69,6 +84,16 @@ def gather_step_inputs(
         mfu=np.asarray(mfu, f64),
         mbu=np.asarray(mbu, f64),
         memory_reserve=np.asarray(memory_reserve_gb, f64) * 1e9,
+        expert_weight_bytes=(None if expert_weight_dtype is None
+                             else DTYPE_BYTES[expert_weight_dtype]),
+        tp=tp if np.ndim(tp) == 0 else np.asarray(tp, f64),
+        interconnect=np.inf if np.ndim(tp) == 0 and tp == 1 else gpus.interconnect[gpu],
+        spec_tokens=spec_tokens if np.ndim(spec_tokens) == 0 else np.asarray(spec_tokens, f64),
+        acceptance=np.asarray(acceptance, f64),
+        draft=None if draft_model is None else models.take(draft_model),
+        board_power_w=gpus.tdp_w[gpu] if energy else None,
+        price_per_gpu_hour=(None if price_per_gpu_hour is None
+                            else np.asarray(price_per_gpu_hour, f64)),
     )
 
 

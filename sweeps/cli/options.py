@@ -29,11 +29,33 @@ def setup_options(command: Callable) -> Callable:
                      help="Shipped model, a model TOML, or a Hugging Face config.json."),
         click.option("--kv-heads", type=click.IntRange(min=1), metavar="H",
                      help="KV heads instead of the model's own (a GQA/MQA what-if)."),
-        click.option("--weight-dtype", type=DTYPE, help="Weight format [default: the model's]."),
+        click.option("--weight-dtype", type=DTYPE,
+                     help="Weight format [default: the model's]. int4-g128/int8-g128 add a "
+                          "16-bit scale per 128 weights; mxfp4 is 4.25 bits per weight."),
+        click.option("--expert-dtype", type=DTYPE,
+                     help="Routed experts' format [default: the model's (mxfp4 for gpt-oss), "
+                          "else --weight-dtype]."),
         click.option("--kv-dtype", type=DTYPE, help="KV-cache format [default: bf16]."),
         click.option("--compute-dtype", type=DTYPE,
                      help="Format the matmuls run in, which picks the peak "
-                          "[default: follows the weights; int4/int8/fp4 weights: bf16]."),
+                          "[default: follows the weights; weight-only int4/int8/fp4/mxfp4: "
+                          "bf16; fp8 weights and activations: fp8]."),
+        click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+                     metavar="N",
+                     help="Tensor parallelism: split weights, heads and KV over N GPUs, "
+                          "adding two all-reduces per layer over the interconnect. "
+                          "Throughput, capacity and cost are per replica of N GPUs."),
+        click.option("--spec-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+                     metavar="K",
+                     help="Speculative decoding: K drafted tokens verified per step."),
+        click.option("--acceptance", type=click.FloatRange(0, 1), metavar="A",
+                     help="Acceptance rate of a drafted token (with --spec-tokens); a step "
+                          "yields (1 - A^(K+1)) / (1 - A) tokens per sequence."),
+        click.option("--draft-model", metavar="NAME|PATH",
+                     help="Draft model for --spec-tokens (its K steps are counted) "
+                          "[default: none, drafting is free: n-gram or prompt lookup]."),
+        click.option("--price-per-gpu-hour", type=click.FloatRange(min=0), metavar="PRICE",
+                     help="Also report the cost per million tokens, in the same currency."),
         click.option("--profile", default="ideal", show_default=True, metavar="NAME|PATH",
                      help="Assumption profile (`sweep specs list profiles`) or a TOML file."),
         click.option("--mfu", type=FRACTION, help="Fraction of dense peak FLOP/s reached."),
@@ -62,7 +84,8 @@ def setup_options(command: Callable) -> Callable:
 SETUP_KEYS = (
     "gpu", "model", "kv_heads", "weight_dtype", "kv_dtype", "compute_dtype", "profile", "mfu",
     "mbu", "overlap", "attention_flops", "activation_traffic", "kv_write", "memory_reserve_gb",
-    "peak_tflops", "bandwidth_tbs", "memory_gb",
+    "peak_tflops", "bandwidth_tbs", "memory_gb", "expert_dtype", "tp", "spec_tokens",
+    "acceptance", "draft_model", "price_per_gpu_hour",
 )
 
 
@@ -75,10 +98,14 @@ def build_config(params: dict, **step: object) -> PointConfig:
         **{key: params.get(key) for key in (
             "mfu", "mbu", "overlap", "attention_flops", "activation_traffic", "kv_write",
             "memory_reserve_gb")})
+    draft = params.get("draft_model")
     config = PointConfig(
         gpu=load_gpu(params["gpu"]), model=model, weight_dtype=params.get("weight_dtype"),
         kv_dtype=params.get("kv_dtype"), compute_dtype=params.get("compute_dtype"),
-        assumptions=assumptions, **step)
+        expert_weight_dtype=params.get("expert_dtype"), tp=params.get("tp") or 1,
+        spec_tokens=params.get("spec_tokens") or 0, acceptance=params.get("acceptance"),
+        draft_model=load_model(draft) if draft else None,
+        price_per_gpu_hour=params.get("price_per_gpu_hour"), assumptions=assumptions, **step)
     gpu = config.gpu.with_overrides(
         peak_tflops=params.get("peak_tflops"), bandwidth_tbs=params.get("bandwidth_tbs"),
         memory_gb=params.get("memory_gb"), compute_dtype=config.resolved_compute_dtype)

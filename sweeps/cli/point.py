@@ -41,6 +41,12 @@ def point(batch, context, prefill, prefill_context, tpot_budget, as_json, **setu
       sweep point --batch 128 --context 8192
       sweep point --model reference-mha-6.4b --profile derated --prefill 8192 --batch 0
       sweep point --batch 32 --kv-heads 8 --kv-dtype fp8 --json
+      sweep point --model mixtral-8x7b --batch 64 --tp 2 --price-per-gpu-hour 2.5
+      sweep point --model llama-3-70b --tp 4 --spec-tokens 4 --acceptance 0.7
+      sweep point --model gpt-oss-120b --draft-model gpt-oss-20b --spec-tokens 3 --acceptance 0.6
+
+    Energy per token uses the GPU's board power (tdp_w), an upper bound: a memory-bound
+    step draws less.
     """
     config = build_config(setup, batch=batch, context=context, prefill=prefill,
                           prefill_context=prefill_context, tpot_budget=tpot_budget)
@@ -56,36 +62,53 @@ def point(batch, context, prefill, prefill_context, tpot_budget, as_json, **setu
 def render_report(r: dict) -> str:
     """The human table: headline figures, the parts, memory, and why."""
     a = r["assumptions"]
+    experts = f", experts {r['expert_weight_dtype']}" if r["expert_weight_dtype"] else ""
+    replica = f" · tp {r['tp']} (figures per GPU, rates per replica)" if r["tp"] > 1 else ""
+    if r["attention_kind"] == "MLA":
+        heads = "MLA: one latent per token for all heads"
+    else:
+        heads = f"{r['kv_heads']} KV heads (group size {r['group_size']})"
     lines = [
-        f"{r['model']} on {r['gpu']} · weights {r['weight_dtype']}, KV {r['kv_dtype']}, "
-        f"compute {r['compute_dtype']} · profile {a['profile']} (mfu {a['mfu']:g}, "
-        f"mbu {a['mbu']:g}, overlap {a['overlap']})",
+        f"{r['model']} on {r['gpu']} · weights {r['weight_dtype']}{experts}, "
+        f"KV {r['kv_dtype']}, compute {r['compute_dtype']} · profile {a['profile']} "
+        f"(mfu {a['mfu']:g}, mbu {a['mbu']:g}, overlap {a['overlap']}){replica}",
         f"batch {r['batch']:,} × context {r['context']:,}"
         + (f" + prefill {r['prefill']:,} (after {r['prefill_context']:,} cached)"
            if r["prefill"] else "")
-        + f" · {r['kv_heads']} KV heads (group size {r['group_size']})",
+        + f" · {heads}",
+    ]
+    spec = r["speculative"]
+    if spec:
+        draft = spec["draft_model"] or "free drafting (n-gram / prompt lookup)"
+        lines.append(f"speculative: {spec['spec_tokens']} drafted by {draft}, acceptance "
+                     f"{spec['acceptance']:g} → {spec['expected_tokens_per_step']:.2f} tokens "
+                     "per sequence per step")
+    lines += [
         "",
         f"  step time            {units.seconds(r['step_time_s']):>14}   {r['bound']}-bound",
         f"  decode throughput    {units.rate(r['tokens_per_s']):>14}   all users",
         f"  per-user rate        {units.rate(r['per_user_tokens_per_s']):>14}",
     ]
+    if r["tp"] > 1:
+        lines.append(f"  per GPU              {units.rate(r['tokens_per_s_per_gpu']):>14}")
     if r["prefill"]:
         lines.append(f"  prefill throughput   {units.rate(r['prefill_tokens_per_s']):>14}")
     lines += [
         f"  attention share      {units.percent(r['attention_share']):>14}   of the parts' time",
         f"  MFU / MBU            {units.percent(r['mfu']):>7} / {units.percent(r['mbu'])}",
         "",
-        f"  {'part':<12}{'FLOPs':>12}{'bytes':>12}{'time':>12}{'intensity':>16}  bound",
+        f"  {'part':<20}{'FLOPs':>12}{'bytes':>12}{'time':>12}{'intensity':>16}  bound",
     ]
     rows = [(name, part) for name, part in r["parts"].items()]
     rows.append(("step", {"flops": r["flops"], "bytes": r["bytes"], "time_s": r["step_time_s"],
                           "intensity": r["intensity"], "bound": r["bound"]}))
     for name, part in rows:
         lines.append(
-            f"  {name:<12}{units.si(part['flops'], 'FLOP'):>12}{units.si(part['bytes'], 'B'):>12}"
+            f"  {name:<20}{units.si(part['flops'], 'FLOP'):>12}{units.si(part['bytes'], 'B'):>12}"
             f"{units.seconds(part['time_s']):>12}{units.intensity(part['intensity']):>16}"
             f"  {part['bound']}")
     max_batch = "unbounded" if r["max_batch"] is None else f"{r['max_batch']:,}"
+    per_gpu = " per GPU" if r["tp"] > 1 else ""
     lines += [
         "",
         f"  ridge                {units.intensity(r['ridge']):>14}   peak / bandwidth",
@@ -94,9 +117,9 @@ def render_report(r: dict) -> str:
         f"  throughput ceiling   {units.rate(r['throughput_ceiling_tokens_per_s']):>14}   "
         "bandwidth / (KV per token × context)",
         f"  KV per token         {units.si(r['kv_bytes_per_token'], 'B'):>14}   "
-        f"{r['kv_bytes_per_token']:,.0f} B",
-        f"  weights              {units.si(r['weight_bytes'], 'B'):>14}",
-        f"  KV of this step      {units.si(r['kv_bytes'], 'B'):>14}   "
+        f"{r['kv_bytes_per_token']:,.0f} B (all GPUs)",
+        f"  weights              {units.si(r['weight_bytes'], 'B'):>14}{per_gpu}",
+        f"  KV of this step      {units.si(r['kv_bytes'], 'B'):>14}{per_gpu}   "
         + ("fits" if r["fits"] else "does NOT fit") + " in memory",
         f"  max batch in memory  {max_batch:>14}   at context {r['context']:,}, "
         f"reserve {a['memory_reserve_gb']:g} GB",
@@ -104,17 +127,34 @@ def render_report(r: dict) -> str:
     if "max_batch_for_tpot" in r:
         best = r["max_batch_for_tpot"]
         lines.append(f"  max batch for TPOT   {('unbounded' if best is None else f'{best:,}'):>14}"
-                     f"   step ≤ {units.seconds(r['tpot_budget_s'])}, memory aside")
-    gemm = r["parts"]["gemm"]
-    if r["batch"] + r["prefill"] and gemm["intensity"]:
-        weight_bytes = bytes_per_element(r["weight_dtype"])
-        tokens = r["batch"] + r["prefill"]
-        noun = "token" if tokens == 1 else "tokens"
-        lines += ["", f"  why: gemm intensity ≈ 2 FLOPs per weight × {tokens:,} {noun} / "
-                      f"{weight_bytes:g} bytes per weight = {2 * tokens / weight_bytes:,.1f} "
-                      f"(computed {gemm['intensity']:,.1f}); with 2-byte weights it equals "
-                      "the token count, not half of it"]
+                     f"   time per token ≤ {units.seconds(r['tpot_budget_s'])}, memory aside")
+    if r["energy_j_per_token"] is not None:
+        lines.append(f"  energy per token     {r['energy_j_per_token']:>12.3g} J   at "
+                     f"{r['board_power_w']:g} W board power × {r['tp']} GPU(s), an upper bound")
+    if r["cost_per_million_tokens"] is not None:
+        lines.append(f"  cost per 1M tokens   {r['cost_per_million_tokens']:>14,.4g}   at "
+                     f"{r['price_per_gpu_hour']:g} per GPU-hour × {r['tp']} GPU(s)")
+    lines += _why(r)
     return "\n".join(lines)
+
+
+def _why(r: dict) -> list[str]:
+    """One line on what sets the GEMM's intensity."""
+    gemm = r["parts"]["gemm"]
+    tokens = r["batch"] * ((r["speculative"] or {}).get("spec_tokens", 0) + 1) + r["prefill"]
+    if not tokens or not gemm["intensity"]:
+        return []
+    if r["moe"]:
+        moe = r["moe"]
+        return ["", f"  why: {tokens:,} tokens, {moe['experts_per_token']} experts each, touch "
+                    f"{moe['experts_touched_per_layer']:,.1f} of {moe['experts']} routed experts "
+                    "per MoE layer (E·(1 − (1 − k/E)^T)): the weights read grow with the batch "
+                    f"until every expert is read; gemm intensity {gemm['intensity']:,.1f}"]
+    weight_bytes = bytes_per_element(r["weight_dtype"])
+    return ["", f"  why: gemm intensity ≈ 2 FLOPs per weight × {tokens:,} tokens / "
+                f"{weight_bytes:g} bytes per weight = {2 * tokens / weight_bytes:,.1f} "
+                f"(computed {gemm['intensity']:,.1f}); with 2-byte weights it equals "
+                "the token count, not half of it"]
 
 
 @click.command()
