@@ -251,9 +251,16 @@ def shipped_toml(kind: str, stem: str) -> tuple[Path, dict]:
     return path, tomllib.loads(path.read_text(encoding="utf-8"))
 
 
+# Mixture-of-experts, MLA and mixed-window models are checked against the reference's
+# tables B2-B4 in test_model_coverage.py; yi-34b (not in the reference) in test_validate.
+CHECKED_ELSEWHERE = {"deepseek-v3", "gemma-2-9b", "gemma-2-27b", "gpt-oss-20b", "gpt-oss-120b",
+                     "mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+                     "yi-34b"}
+
+
 def test_every_shipped_spec_is_checked():
     assert set(spec_files.shipped_names("gpus")) == set(EXPECTED_GPUS)
-    assert set(spec_files.shipped_names("models")) == set(EXPECTED_MODELS)
+    assert set(spec_files.shipped_names("models")) == set(EXPECTED_MODELS) | CHECKED_ELSEWHERE
 
 
 @pytest.mark.parametrize("stem", sorted(EXPECTED_GPUS))
