@@ -1,16 +1,21 @@
 """Speed of the vectorised step model against a plain per-configuration Python loop.
 
-Evaluates every output of `sweep point` (max_batch_for_tpot included) over a grid of
-random configurations (shipped dense models and GPUs, batch, context, prefill, dtypes),
-in chunks so the working set stays in cache, then the same formulas one configuration at
-a time (benchmarks/plain_step.py). Prints both rates and their ratio.
+The grid: 4 GPUs x 5 dense models x 2 weight formats x 2 KV formats x 4 prefill chunks x
+32 contexts (128 to 128K, geometric) x 1,024 batches (1 to 1,024) = 10,485,760 points.
+It is evaluated as `sweep run` evaluates grids: one call per (GPU, model, formats,
+prefill) block, with context and batch as broadcast axes, so a quantity that depends on
+the context alone is computed once per context. Every output of `sweep point` is
+computed, max_batch_for_tpot included. Then the same formulas one configuration at a time
+(benchmarks/plain_step.py) on a random sample of the grid. Prints both rates and their
+ratio.
 
-    python benchmarks/bench_step_model.py [--points 10000000] [--chunk 65536]
+    python benchmarks/bench_step_model.py [--batches 1024] [--plain-points 20000]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import sys
@@ -30,76 +35,72 @@ from plain_step import plain_step  # noqa: E402
 
 MODELS = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mistral-7b", "reference-mha-6.4b"]
 GPUS = ["h100-sxm", "h200", "a100-80gb", "b200"]
-
-
-def random_grid(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {
-        "gpu": rng.integers(0, len(GPUS), n),
-        "model": rng.integers(0, len(MODELS), n),
-        "batch": 2.0 ** rng.integers(0, 11, n),
-        "context": 2.0 ** rng.integers(7, 18, n),
-        "prefill": np.where(rng.random(n) < 0.3, 512.0, 0.0),
-        "prefill_context": np.zeros(n),
-        "weight_dtype": rng.choice([DTYPES.index("bf16"), DTYPES.index("fp8")], n),
-        "kv_dtype": rng.choice([DTYPES.index("bf16"), DTYPES.index("fp8")], n),
-    }
+WEIGHT_DTYPES = ["bf16", "int8"]  # int8 weights run bf16 matmuls: a peak on every GPU
+KV_DTYPES = ["bf16", "fp8"]
+PREFILLS = [0, 512, 2048, 8192]
+CONTEXTS = np.geomspace(128, 131072, 32).round()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", type=int, default=10_000_000)
-    parser.add_argument("--chunk", type=int, default=65_536)
+    parser.add_argument("--batches", type=int, default=1024)
     parser.add_argument("--plain-points", type=int, default=20_000)
     args = parser.parse_args()
 
     gpus = GPUTable.of([load_gpu(g) for g in GPUS])
     models = ModelArrays.stack([load_model(m) for m in MODELS])
     assumptions = Assumptions()
-    rng = np.random.default_rng(0)
-    grid = random_grid(args.points, rng)
+    batches = np.arange(1, args.batches + 1, dtype=np.float64)
+    contexts = CONTEXTS[:, None]
     compute = DTYPES.index("bf16")
+    blocks = list(itertools.product(range(len(GPUS)), range(len(MODELS)),
+                                    [DTYPES.index(d) for d in WEIGHT_DTYPES],
+                                    [DTYPES.index(d) for d in KV_DTYPES], PREFILLS))
+    points = len(blocks) * contexts.size * batches.size
 
-    def inputs(lo: int, hi: int):
-        g = {k: v[lo:hi] for k, v in grid.items()}
-        return gather_step_inputs(gpus, models, compute_dtype=compute, **g)
+    def block_inputs(gpu, model, weight, kv, prefill, batch=batches, context=contexts):
+        return gather_step_inputs(gpus, models, gpu=gpu, model=model, batch=batch,
+                                  context=context, prefill=prefill, prefill_context=0,
+                                  weight_dtype=weight, kv_dtype=kv, compute_dtype=compute)
 
     start = time.perf_counter()
-    checksum = 0.0
-    for lo in range(0, args.points, args.chunk):
-        out = evaluate_step(inputs(lo, min(lo + args.chunk, args.points)), assumptions,
-                            tpot_budget=0.05)
-        checksum += float(out["step_time_s"][0])
+    for block in blocks:
+        out = evaluate_step(block_inputs(*block), assumptions, tpot_budget=0.05)
+        assert out["step_time_s"].shape == (contexts.size, batches.size)
     vector_s = time.perf_counter() - start
-    vector_rate = args.points / vector_s
+    vector_rate = points / vector_s
 
-    full = inputs(0, args.plain_points)
-    m = full.model
-    configs = [{
-        "hidden": m.hidden[i], "layers": m.layers[i], "heads": m.heads[i],
-        "kv_heads": full.kv_heads[i], "head_dim": m.head_dim[i],
-        "ffn_params_per_layer": m.ffn_params_per_layer[i],
-        "lm_head_params": m.lm_head_params[i],
-        "static_resident_params": m.static_resident_params[i], "qkv_bias": m.qkv_bias[i],
-        "window": m.window[i], "windowed_layers": m.windowed_layers[i],
-        "batch": full.batch[i], "context": full.context[i], "prefill": full.prefill[i],
-        "prefill_context": full.prefill_context[i], "weight_bytes": full.weight_bytes[i],
-        "kv_bytes": full.kv_bytes[i], "activation_bytes": 2.0,
-        "peak_flops": full.peak_flops[i], "bandwidth": full.bandwidth[i],
-        "memory": full.memory[i], "mfu": 1.0, "mbu": 1.0, "memory_reserve": 0.0,
-        "causal": True, "kv_write": True, "activation_traffic": False, "overlap_full": False,
-    } for i in range(args.plain_points)]
-    configs = [{k: float(v) if not isinstance(v, bool) else v for k, v in c.items()}
-               for c in configs]
+    rng = np.random.default_rng(0)
+    sample = []
+    for _ in range(args.plain_points):
+        gpu, model, weight, kv, prefill = blocks[rng.integers(len(blocks))]
+        one = block_inputs(gpu, model, weight, kv, prefill,
+                           batch=float(rng.choice(batches)), context=float(rng.choice(CONTEXTS)))
+        m = one.model
+        sample.append({
+            "hidden": m.hidden, "layers": m.layers, "heads": m.heads, "kv_heads": one.kv_heads,
+            "head_dim": m.head_dim, "ffn_params_per_layer": m.ffn_params_per_layer,
+            "lm_head_params": m.lm_head_params,
+            "static_resident_params": m.static_resident_params, "qkv_bias": m.qkv_bias,
+            "window": m.window, "windowed_layers": m.windowed_layers, "batch": one.batch,
+            "context": one.context, "prefill": one.prefill,
+            "prefill_context": one.prefill_context, "weight_bytes": one.weight_bytes,
+            "kv_bytes": one.kv_bytes, "activation_bytes": 2.0, "peak_flops": one.peak_flops,
+            "bandwidth": one.bandwidth, "memory": one.memory, "mfu": 1.0, "mbu": 1.0,
+            "memory_reserve": 0.0, "causal": True, "kv_write": True,
+            "activation_traffic": False, "overlap_full": False})
+    sample = [{k: v if isinstance(v, bool) else float(v) for k, v in c.items()} for c in sample]
     start = time.perf_counter()
-    for c in configs:
-        plain_step(c)
-    plain_rate = args.plain_points / (time.perf_counter() - start)
+    for config in sample:
+        plain_step(config)
+    plain_rate = len(sample) / (time.perf_counter() - start)
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"python {platform.python_version()}, numpy {np.__version__}")
-    print(f"command: python benchmarks/bench_step_model.py --points {args.points} "
-          f"--chunk {args.chunk}")
-    print(f"vectorised: {args.points:,} configurations in {vector_s:.2f} s = "
+          f"load {os.getloadavg()[0]:.1f}, python {platform.python_version()}, "
+          f"numpy {np.__version__}")
+    print(f"command: python benchmarks/bench_step_model.py --batches {args.batches} "
+          f"--plain-points {args.plain_points}")
+    print(f"vectorised: {points:,} configurations in {vector_s:.2f} s = "
           f"{vector_rate / 1e6:.1f} M configs/s (every sweep point output, TPOT limit too)")
     print(f"plain loop: {plain_rate / 1e3:.0f} k configs/s (same formulas, one at a time)")
     print(f"ratio: {vector_rate / plain_rate:.0f}x")
