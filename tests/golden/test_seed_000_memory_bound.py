@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from rooftui.core.closed_forms import decode_intensity_ceiling_standard, exponential_static_occupancy
+from rooftui.core.closed_forms import (
+    decode_intensity_ceiling_standard,
+    exponential_static_occupancy,
+)
 from rooftui.core.model import load_model
 from tests.conftest import sweep_json
 

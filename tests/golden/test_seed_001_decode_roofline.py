@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_sweep, sweep_json
+from tests.conftest import sweep_json
 
 SEED = ("--gpu", "h100-sxm", "--model", "llama-3-8b", "--peak-tflops", "989",
         "--profile", "ideal", "--no-kv-write", "--memory-reserve-gb", "12")
