@@ -10,13 +10,18 @@
 - `kv_write`: count writing the step's new K and V to the cache.
 - `memory_reserve_gb`: memory held back from the KV cache (activations, CUDA graphs,
   fragmentation).
+- `efficiency` (the profile's `[efficiency]` table): overheads and per-kernel efficiencies
+  that rise with size, usually fitted by `sweep calibrate` (see `core.efficiency`); they
+  multiply mfu and mbu. The defaults are the ideal roofline. A calibrated profile's
+  `[calibration]` table records how it was fitted and is not read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from rooftui.core import spec_files
+from rooftui.core.efficiency import Efficiency, efficiency_from_dict
 from rooftui.core.errors import SpecError
 
 OVERLAPS = ("parts", "full")
@@ -33,6 +38,7 @@ class Assumptions:
     kv_write: bool = True
     memory_reserve_gb: float = 0.0
     name: str = "ideal"
+    efficiency: Efficiency = field(default_factory=Efficiency)
 
     def __post_init__(self) -> None:
         for key in ("mfu", "mbu"):
@@ -55,7 +61,8 @@ class Assumptions:
         return replace(self, **given) if given else self
 
 
-PROFILE_KEYS = {f.name for f in fields(Assumptions)} | {"description", "sources"}
+PROFILE_KEYS = {f.name for f in fields(Assumptions)} | {"description", "sources",
+                                                       "calibration"}
 
 
 def assumptions_from_dict(data: dict, where: str, name: str) -> Assumptions:
@@ -72,6 +79,10 @@ def assumptions_from_dict(data: dict, where: str, name: str) -> Assumptions:
     for key in ("overlap", "attention_flops"):
         if key in data:
             values[key] = str(data[key])
+    if "efficiency" in data:
+        values["efficiency"] = efficiency_from_dict(data["efficiency"], where)
+    if not isinstance(data.get("calibration", {}), dict):
+        raise SpecError(f"{where}: [calibration] must be a table")
     try:
         return Assumptions(**values)
     except SpecError as error:

@@ -52,7 +52,7 @@ import numpy as np
 
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.errors import SpecError
-from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step
+from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step, part_timing
 from rooftui.core.workloads import Requests
 
 POLICIES = ("static", "continuous", "chunked")
@@ -177,6 +177,10 @@ class StepCosts:
         self._terms = tuple(zip(self.decode_flops, self.below_flops, self.above_flops,
                                 self.decode_bytes, self.below_bytes, self.above_bytes,
                                 self.links, strict=True))
+        # a calibrated profile's efficiencies and overheads (None and 0 when ideal)
+        timing = part_timing(inputs, assumptions)
+        self.timing = None if timing is None else tuple(timing[0][p] for p in self.parts)
+        self.fixed_s = 0.0 if timing is None else timing[1]
         self._fit_chunks()
         self._fit_weight_bytes()
         # KV capacity per GPU: the memory the weights and the reserve leave, over one
@@ -295,6 +299,7 @@ class StepCosts:
         weights = self.weight_bytes(int(tokens))
         compute, memory, link, gemm = (self.compute_rate, self.memory_rate, self.link_rate,
                                        self.gemm)
+        timing, sequences = self.timing, batch + len(chunks)
         total = total_flops = total_bytes = link_time = 0.0
         for i, (flop_table, flop_below, flop_above, byte_table, byte_below, byte_above,
                 on_link) in enumerate(self._terms):
@@ -308,6 +313,10 @@ class StepCosts:
                 if chunks:
                     flops += chunk_flops[i]
                     nbytes += chunk_bytes[i]
+            if timing is not None:  # the work only time pays, over the part's fractions
+                t = timing[i]
+                flops = (flops + t.flops_per_step + t.flops_per_query * tokens) / t.compute
+                nbytes = (nbytes + t.bytes_per_sequence * sequences + t.bytes_per_step) / t.memory
             if on_link:
                 part_time = nbytes / link if nbytes > 0 else 0.0
                 link_time = max(link_time, part_time)
@@ -316,9 +325,10 @@ class StepCosts:
                 total_flops += flops
                 total_bytes += nbytes
             total += part_time
+        fixed = self.fixed_s if tokens > 0 else 0.0
         if self.overlap_parts:
-            return total
-        return max(total_flops / compute, total_bytes / memory, link_time)
+            return total + fixed
+        return max(total_flops / compute, total_bytes / memory, link_time) + fixed
 
     def chunk_arrays(self, tokens: np.ndarray, cached: np.ndarray):
         """`chunk` for arrays of chunks: per-part FLOPs and bytes arrays."""
@@ -350,15 +360,26 @@ class StepCosts:
         return flops, nbytes
 
     def times(self, flops: list[np.ndarray], nbytes: list[np.ndarray],
-              tokens: np.ndarray) -> np.ndarray:
+              tokens: np.ndarray, sequences: np.ndarray | None = None) -> np.ndarray:
         """Step times from per-part FLOPs and bytes arrays and each step's total tokens
-        (which set the weight bytes)."""
+        (which set the weight bytes) and sequences (decodes plus prompts; None: as many
+        as tokens, a decode step)."""
         tokens = np.asarray(tokens, dtype=np.int64)
+        sequences = tokens if sequences is None else np.asarray(sequences)
         nbytes = list(nbytes)
         if self._constant_weight_bytes is None:
             nbytes[self.gemm] = np.array([self.weight_bytes(int(t)) for t in tokens.flat])
         else:
             nbytes[self.gemm] = np.where(tokens > 0, self._constant_weight_bytes, 0.0)
+        if self.timing is not None:
+            flops = [(f + t.flops_per_step + t.flops_per_query * tokens) / t.compute
+                     for f, t in zip(flops, self.timing, strict=True)]
+            nbytes = [(b + t.bytes_per_sequence * sequences + t.bytes_per_step) / t.memory
+                      for b, t in zip(nbytes, self.timing, strict=True)]
+        return np.where(tokens > 0, self._roofline_times(flops, nbytes) + self.fixed_s, 0.0)
+
+    def _roofline_times(self, flops: list[np.ndarray], nbytes: list[np.ndarray]) -> np.ndarray:
+        """Per-part rooflines, summed (overlap "parts") or over the sums ("full")."""
         with np.errstate(divide="ignore", invalid="ignore"):
             part_times = [np.where(b > 0, b / self.link_rate, 0.0) if on_link
                           else np.maximum(f / self.compute_rate, b / self.memory_rate)
@@ -474,7 +495,7 @@ def _static_batches(costs: StepCosts, inputs: np.ndarray, outputs: np.ndarray,
     per_batch = [[np.bincount(batch_of, part, sizes.size) for part in parts]
                  for parts in (chunk_flops, chunk_bytes)]
     prompts = np.bincount(batch_of, inputs, sizes.size)
-    durations[offsets[:-1]] = costs.times(*per_batch, prompts)
+    durations[offsets[:-1]] = costs.times(*per_batch, prompts, sizes)
     records = {
         "duration_s": durations,
         "decode_tokens": active,

@@ -38,7 +38,7 @@ activations are replicated, the rest split. All figures are per GPU.
   of T * hidden * activation bytes, and an all-gather of the sampled rows' logits
   (rows * vocab * activation bytes). A ring moves 2(tp - 1)/tp of an all-reduce's bytes,
   and (tp - 1)/tp of an all-gather's, through each GPU's link; time = bytes / interconnect
-  bandwidth per direction (no efficiency factor).
+  bandwidth per direction (times the profile's efficiency, below).
 
 Speculative decoding (k tokens, acceptance rate a): a draft model proposes k tokens per
 sequence in k decode steps of B tokens (parts draft_gemm, draft_attention, ... : the
@@ -50,7 +50,18 @@ drafting is free (n-gram or prompt lookup).
 part time = max(F / (mfu * peak), bytes / (mbu * bandwidth)); communication: bytes /
 interconnect. The step is the sum of the part times (overlap "parts") or
 max(sum F / (mfu * peak), sum bytes / (mbu * bandwidth), communication time) (overlap
-"full"). tokens/s = B * tau / step time (per replica of tp GPUs), per user tau / step;
+"full").
+
+The profile's efficiency model (`core.efficiency`; the defaults change nothing) then
+applies per part: GEMMs reach gemm_mfu of the compute rate and pay the FLOPs of
+gemm_m_half more tokens, and gemm_mbu of the bandwidth; attention reaches attention_mfu
+and attention_mbu, each query attending attention_mfu_half more keys and each sequence
+reading attention_mbu_half more; the link reaches interconnect_efficiency and each collective pays
+allreduce_overhead_s. A step with any token adds step_overhead_s + layers *
+layer_overhead_s (`overhead_s`; a draft's k steps pay their own). The reported FLOPs and
+bytes stay the real ones; only the times see the padding.
+
+tokens/s = B * tau / step time (per replica of tp GPUs), per user tau / step;
 `max_batch_for_tpot`: the largest B whose time per output token, step time / tau, fits
 the budget (every part is linear in B but the routed experts' bytes: see the solver).
 
@@ -76,6 +87,7 @@ from typing import Any
 import numpy as np
 
 from rooftui.core.assumptions import Assumptions
+from rooftui.core.efficiency import fixed_step_time, part_efficiencies
 from rooftui.core.model import ModelArrays
 
 PARTS = ("gemm", "attention", "activations", "communication",
@@ -187,6 +199,23 @@ def _window_integral(x: np.ndarray, window: np.ndarray) -> np.ndarray:
     return capped * x - 0.5 * capped * capped
 
 
+def _scaled(part: _Linear, extra: _Linear | None, compute, memory) -> _Linear:
+    """`part` plus `extra` work, its FLOPs divided by `compute` and its bytes by `memory`."""
+    def divided(value, by):
+        return None if value is None else value / by
+
+    extra = extra or _Linear()
+    return replace(
+        part,
+        flops_fixed=divided(_plus(part.flops_fixed, extra.flops_fixed), compute),
+        flops_per_sequence=divided(_plus(part.flops_per_sequence, extra.flops_per_sequence),
+                                   compute),
+        bytes_fixed=divided(_plus(part.bytes_fixed, extra.bytes_fixed), memory),
+        bytes_per_sequence=divided(_plus(part.bytes_per_sequence, extra.bytes_per_sequence),
+                                   memory),
+        weights=divided(part.weights, memory), experts=divided(part.experts, memory))
+
+
 class _Shape:
     """Per-configuration quantities that do not depend on the batch, computed once: the
     parts as linear functions of B, the KV cache, speculation and tensor parallelism."""
@@ -244,15 +273,26 @@ class _Shape:
         self.parts = self._parts(inputs, assumptions, full_layers=full_layers,
                                  kv_elements=kv_elements, prompt_end=prompt_end,
                                  decode_keys=decode_keys, decode_pairs=decode_pairs)
+        efficiency = assumptions.efficiency
+        self.calibrated = not efficiency.is_ideal
+        if self.calibrated:
+            self.timed_parts = self._timed_parts(inputs, efficiency)
+            self.fixed_time = fixed_step_time(model.layers, efficiency)
         if inputs.draft is not None and self.speculating:
             k = np.asarray(inputs.spec_tokens, dtype=np.float64)
             self.draft = _Shape(_draft_inputs(inputs), assumptions)
             for name, part in self.draft.parts.items():
                 self.parts[f"draft_{name}"] = part.times(k)
+            if self.calibrated:  # k draft steps, each with its overheads
+                for name, part in self.draft.timed_parts.items():
+                    self.timed_parts[f"draft_{name}"] = part.times(k)
+                self.fixed_time = self.fixed_time + k * self.draft.fixed_time
             self.kv_read_per_sequence = (self.kv_read_per_sequence
                                          + k * self.draft.kv_read_per_sequence)
         else:
             self.draft = None
+        if not self.calibrated:
+            self.timed_parts = self.parts
 
     def per_query(self, value):
         """A per-token quantity, for the q queries of a decode sequence."""
@@ -269,6 +309,42 @@ class _Shape:
     def kv_per_gpu(self, value):
         """A quantity of KV cache, as one GPU holds it."""
         return value * self.kv_share if self.split and value is not None else value
+
+    def _timed_parts(self, inputs: StepInputs, efficiency) -> dict[str, _Linear]:
+        """The parts as their times see them under `efficiency` (see core.efficiency):
+        FLOPs divided by the part's compute fraction and bytes by its bandwidth fraction,
+        after adding the work only time pays (GEMMs: the FLOPs of gemm_m_half more tokens;
+        attention: attention_mfu_half more keys per query, attention_mbu_half more per
+        sequence); link bytes divided by interconnect_efficiency, plus allreduce_overhead_s
+        per collective as bytes at the link rate. The reported FLOPs and bytes stay the
+        real ones. Keeps the padding and fractions per part for `part_timing`."""
+        model = inputs.model
+        decode_only = _is_scalar(inputs.prefill, 0)
+        key_flops = self.per_gpu(model.attention_flops_per_key * model.layers
+                                 * efficiency.attention_mfu_half)
+        key_bytes = self.kv_per_gpu(self.kv_bytes_per_token * efficiency.attention_mbu_half)
+        padding = {
+            "gemm": _Linear(flops_fixed=efficiency.gemm_m_half
+                            * self.parts["gemm"].flops_per_sequence / self.queries),
+            "attention": _Linear(
+                flops_fixed=None if decode_only else key_flops * inputs.prefill,
+                flops_per_sequence=self.per_query(key_flops),
+                bytes_fixed=None if decode_only else key_bytes * (inputs.prefill > 0),
+                bytes_per_sequence=key_bytes)}
+        if self.split and efficiency.allreduce_overhead_s > 0:
+            # two all-reduces per layer and the logits' all-gather, each a fixed time:
+            # as bytes at the link rate, which the efficiency then divides back out
+            collectives = 2.0 * model.layers + (model.lm_head_params > 0)
+            padding["communication"] = _Linear(bytes_fixed=(
+                collectives * efficiency.allreduce_overhead_s * inputs.interconnect
+                * efficiency.interconnect_efficiency))
+        self.padding, self.fractions, timed = padding, {}, {}
+        for name, part in self.parts.items():
+            compute, memory = ((1.0, efficiency.interconnect_efficiency) if name in LINK_PARTS
+                               else part_efficiencies(name, efficiency))
+            self.fractions[name] = (compute, memory)
+            timed[name] = _scaled(part, padding.get(name), compute, memory)
+        return timed
 
     def _parts(self, inputs: StepInputs, assumptions: Assumptions, *, full_layers,
                kv_elements, prompt_end, decode_keys, decode_pairs) -> dict[str, _Linear]:
@@ -380,6 +456,47 @@ def _step_time(costs, part_times, assumptions, compute_rate, memory_rate):
     return step
 
 
+@dataclass(frozen=True)
+class PartTiming:
+    """How the efficiency model times one part, for code that adds parts up itself (the
+    simulator): time = max((F + flops_per_step + flops_per_query * T) / compute,
+    (B + bytes_per_sequence * sequences + bytes_per_step) / memory), with T the step's
+    tokens; link parts divide their bytes by `memory` at the link rate."""
+
+    compute: float
+    memory: float
+    flops_per_step: float
+    flops_per_query: float
+    bytes_per_sequence: float
+    bytes_per_step: float
+
+
+def part_timing(inputs: StepInputs, assumptions: Assumptions
+                ) -> tuple[dict[str, PartTiming], float] | None:
+    """Per part its `PartTiming`, and the fixed seconds of a step with any token, for one
+    configuration with one token per decode sequence; None under an ideal profile (the
+    parts' own FLOPs and bytes then time them). `inputs`' batch and prefill are ignored."""
+    if assumptions.efficiency.is_ideal:
+        return None
+    probe = replace(inputs, batch=np.float64(1.0), prefill=np.float64(0.0),
+                    prefill_context=np.float64(0.0), spec_tokens=0, draft=None)
+    shape = _Shape(probe, assumptions)
+
+    def number(value):
+        return 0.0 if value is None else float(np.asarray(value))
+
+    timing = {}
+    for name, (compute, memory) in shape.fractions.items():
+        padding = shape.padding.get(name, _Linear())
+        timing[name] = PartTiming(
+            compute=float(compute), memory=float(memory),
+            flops_per_step=number(padding.flops_fixed),
+            flops_per_query=number(padding.flops_per_sequence),
+            bytes_per_sequence=number(padding.bytes_per_sequence),
+            bytes_per_step=number(padding.bytes_fixed))
+    return timing, number(shape.fixed_time)
+
+
 def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
                   tpot_budget: np.ndarray | float | None = None) -> dict[str, np.ndarray]:
     """Every metric of the step, as arrays over the broadcast grid (or scalars where a
@@ -394,12 +511,21 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
     compute_rate = inputs.mfu * inputs.peak_flops
     memory_rate = inputs.mbu * inputs.bandwidth
     costs = _costs(shape, batch)
-    part_times = _times(costs, compute_rate, memory_rate, inputs.interconnect)
-    step_time = _step_time(costs, part_times, assumptions, compute_rate, memory_rate)
+    timed = costs if not shape.calibrated else {
+        name: part.at(batch) for name, part in shape.timed_parts.items()}
+    part_times = _times(timed, compute_rate, memory_rate, inputs.interconnect)
+    step_time = _step_time(timed, part_times, assumptions, compute_rate, memory_rate)
+    if shape.calibrated:  # an empty step (no token) runs nothing and pays nothing
+        busy = batch * shape.queries + inputs.prefill > 0
+        part_times = {name: np.where(busy, time, 0.0) for name, time in part_times.items()}
+        step_time = np.where(busy, step_time, 0.0)
 
     flops = _plus(*(f for f, _ in costs.values()))
     nbytes = sum(b for name, (_, b) in costs.items() if name not in LINK_PARTS)
     sum_of_parts = step_time if assumptions.overlap == "parts" else sum(part_times.values())
+    if shape.calibrated:
+        overhead = np.where(busy, shape.fixed_time, 0.0)
+        step_time = step_time + overhead
     new_tokens = batch * shape.tokens_per_step if shape.speculating else batch
 
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -429,6 +555,8 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
                 continue
             out[f"{name}_intensity"] = part_flops / part_bytes
             out[f"{name}_compute_bound"] = part_flops / compute_rate > part_bytes / memory_rate
+        if shape.calibrated:
+            out["overhead_s"] = overhead
         if shape.speculating:
             out["expected_tokens_per_step"] = shape.tokens_per_step * np.ones(np.shape(batch))
         if shape.split:
@@ -469,9 +597,11 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
                                                   * gpu_seconds_per_token)
 
     if tpot_budget is not None:
+        budget = np.asarray(tpot_budget, dtype=np.float64) * shape.tokens_per_step
+        if shape.calibrated:  # the overheads come off the budget of every B >= 1
+            budget = budget - shape.fixed_time
         out["max_batch_for_tpot"] = _max_batch_for_budget(
-            inputs, shape, assumptions, compute_rate, memory_rate,
-            np.asarray(tpot_budget, dtype=np.float64) * shape.tokens_per_step)
+            inputs, shape, assumptions, compute_rate, memory_rate, budget)
     return out
 
 
@@ -497,7 +627,7 @@ def _branches(shape: _Shape, compute_rate, memory_rate, link_rate):
         return 0.0 if value is None else value
 
     out = []
-    for name, part in shape.parts.items():
+    for name, part in shape.timed_parts.items():
         memory_like = link_rate if name in LINK_PARTS else memory_rate
         fixed_bytes = (zero_if_none(part.bytes_fixed) + zero_if_none(part.weights)
                        + zero_if_none(part.experts))
@@ -539,7 +669,7 @@ def _max_batch_for_budget(inputs, shape, assumptions, compute_rate, memory_rate,
     decides, and where it fits Newton steps go on from there (see `_settle`).
     """
     grid = np.shape(inputs.batch)
-    routed = any(part.experts is not None for part in shape.parts.values())
+    routed = any(part.experts is not None for part in shape.timed_parts.values())
     low, binding = _linear_max_batch(shape, assumptions, compute_rate, memory_rate,
                                      inputs.interconnect, budget, grid=grid, binding=routed)
     if not routed:
@@ -548,14 +678,14 @@ def _max_batch_for_budget(inputs, shape, assumptions, compute_rate, memory_rate,
     overshoot = binding[0] + binding[1] * trial - budget
     unread = sum(part.experts / (inputs.interconnect if name in LINK_PARTS else memory_rate)
                  * part.miss ** part.tokens(trial)
-                 for name, part in shape.parts.items() if part.experts is not None)
+                 for name, part in shape.timed_parts.items() if part.experts is not None)
     open_ = np.isfinite(low) & (overshoot <= unread * (1 + 1e-9))
     if not np.any(open_):
         return low
     full = np.broadcast_shapes(np.shape(low), np.shape(open_))
     index = np.flatnonzero(np.broadcast_to(open_, full))
     rates = _restricted(index, full, compute_rate, memory_rate, inputs.interconnect)
-    parts = _restricted_parts(shape.parts, index, full)
+    parts = _restricted_parts(shape.timed_parts, index, full)
     budget_, trial_ = _restricted(index, full, budget, trial)
     time, rate = _time_and_rate(parts, rates, assumptions, trial_)
     fits = time <= budget_
@@ -650,9 +780,9 @@ def _linear_max_batch(shape, assumptions, compute_rate, memory_rate, link_rate, 
     (intercept, slope) of the line that sets it (else None)."""
     per_part = _branches(shape, compute_rate, memory_rate, link_rate)
     if assumptions.overlap == "full":
-        hbm = [branches for name, branches in zip(shape.parts, per_part, strict=True)
+        hbm = [branches for name, branches in zip(shape.timed_parts, per_part, strict=True)
                if name not in LINK_PARTS]
-        links = [branches[0] for name, branches in zip(shape.parts, per_part, strict=True)
+        links = [branches[0] for name, branches in zip(shape.timed_parts, per_part, strict=True)
                  if name in LINK_PARTS]
         lines = [_summed(branches[j] for branches in hbm) for j in (0, 1)] + links
     else:  # a sum of per-part maxima: the max over every choice of branch per part

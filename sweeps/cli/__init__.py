@@ -18,6 +18,15 @@ COMMANDS = {
     "point": "point:point",
     "gemm": "point:gemm",
     "specs": "specs:specs",
+    "simulate": "simulate:simulate_command",
+    "occupancy": "occupancy:occupancy",
+    "chart": "chart:chart",
+    "run": "run:run",
+    "status": "run:status",
+    "plan": "run:plan",
+    "calibrate": "calibrate:calibrate",
+    "validate": "validate:validate",
+    "measure": "measure:measure",
 }
 
 

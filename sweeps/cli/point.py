@@ -100,6 +100,9 @@ def render_report(r: dict) -> str:
         f"  {'part':<20}{'FLOPs':>12}{'bytes':>12}{'time':>12}{'intensity':>16}  bound",
     ]
     rows = [(name, part) for name, part in r["parts"].items()]
+    if r["overhead_s"]:  # a calibrated profile's fixed time per step and per layer
+        rows.append(("overhead", {"flops": 0.0, "bytes": 0.0, "time_s": r["overhead_s"],
+                                  "intensity": None, "bound": "fixed"}))
     rows.append(("step", {"flops": r["flops"], "bytes": r["bytes"], "time_s": r["step_time_s"],
                           "intensity": r["intensity"], "bound": r["bound"]}))
     for name, part in rows:

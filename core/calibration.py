@@ -1,0 +1,492 @@
+"""Fitting the efficiency model to measured kernel and step times, with numpy only.
+
+Measured rows come in six kinds (see `KINDS`): one weight GEMM, one layer's decode or
+prefill attention kernel, a whole engine step, one all-reduce, one device-to-device copy.
+Each row's FLOPs and bytes per part are computed once with the step model
+(`evaluate_step` for attention and steps), so a fit only re-evaluates the closed-form times
+of `core.efficiency`; a prediction for a step row equals what `evaluate_step` gives for that
+step under the same profile.
+
+The fit minimises the squared log ratio of predicted to measured time (relative errors,
+symmetric for over- and under-prediction), each dataset weighted equally whatever its row
+count, by Levenberg-Marquardt over transformed parameters that keep fractions in (0, 1)
+and amounts > 0, from a few starting points. Parameters the rows cannot inform are not
+fitted and keep their starting values.
+
+Tensor parallelism: a row with `tp` > 1 is one GPU's share, as the step model splits it
+(weights, heads and KV over the tp GPUs; for steps, the all-reduces over the interconnect).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from rooftui.core.assumptions import Assumptions
+from rooftui.core.dtypes import default_compute_dtype
+from rooftui.core.efficiency import (
+    PARAMETERS,
+    Efficiency,
+    attention_times,
+    fixed_step_time,
+    gemm_times,
+    link_time,
+)
+from rooftui.core.errors import SpecError
+from rooftui.core.hardware import GPU
+from rooftui.core.model import Model, ModelArrays
+from rooftui.core.step import evaluate_step
+from rooftui.core.tables import DTYPE_BYTES, DTYPES, GPUTable, dtype_code, gather_step_inputs
+
+KINDS = ("gemm", "attention_decode", "attention_prefill", "step", "allreduce", "copy")
+KERNEL_KINDS = ("gemm", "copy")  # isolated kernels paying kernel_overhead_s
+ATTENTION_KINDS = ("attention_decode", "attention_prefill")  # paying attention_overhead_s
+# what each kind's rows inform (steps: see `informed_parameters`)
+INFORMS = {
+    "gemm": ("gemm_mfu", "gemm_mbu", "gemm_m_half", "kernel_overhead_s"),
+    "attention_decode": ("attention_mbu", "attention_mbu_half", "attention_overhead_s"),
+    "attention_prefill": ("attention_mfu", "attention_mfu_half", "attention_overhead_s"),
+    "allreduce": ("interconnect_efficiency", "allreduce_overhead_s"),
+    "copy": ("mbu", "kernel_overhead_s"),
+}
+# "mbu" is the profile's own bandwidth fraction (a plain copy); the rest are `Efficiency`'s
+FIT_PARAMETERS = ("mbu", *PARAMETERS)
+# tokens in a step from which its GEMMs (or a prompt's attention) can be compute-bound
+COMPUTE_BOUND_TOKENS = 256
+# the power of the smoothed maximum in a fit's first stage
+SMOOTHING = 4.0
+# weight of the pull towards typical values, per transformed parameter, against residuals
+# of log time whose squares sum to about one per dataset times the squared relative error
+PRIOR_WEIGHT = 3e-3
+# typical size of each amount: where a fit starts, and the scale of its log transform
+TYPICAL = {"step_overhead_s": 1e-3, "layer_overhead_s": 1e-5, "kernel_overhead_s": 3e-6,
+           "attention_overhead_s": 1e-5, "gemm_m_half": 16.0, "attention_mfu_half": 256.0,
+           "attention_mbu_half": 64.0, "allreduce_overhead_s": 1e-5}
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """Measured times, one entry per row in parallel arrays.
+
+    `model` indexes `models` (-1 where the kind needs none); `dtype` and `kv_dtype` index
+    `tables.DTYPES`: the operands' format for kernels, the weights' for steps (whose
+    matmuls run in `default_compute_dtype` of it). `message_bytes` is the message of an
+    all-reduce or the bytes one copy writes. `dataset` indexes `datasets`.
+    """
+
+    kind: np.ndarray
+    model: np.ndarray
+    models: tuple[Model, ...]
+    tp: np.ndarray
+    batch: np.ndarray
+    context: np.ndarray
+    prefill: np.ndarray
+    prefill_context: np.ndarray
+    prompts: np.ndarray
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    message_bytes: np.ndarray
+    dtype: np.ndarray
+    kv_dtype: np.ndarray
+    time_s: np.ndarray
+    dataset: np.ndarray
+    datasets: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.time_s)
+
+    def subset(self, mask: np.ndarray) -> Measurements:
+        return dataclasses.replace(self, **{
+            f.name: getattr(self, f.name)[mask] for f in fields(self)
+            if isinstance(getattr(self, f.name), np.ndarray)})
+
+    def kinds_present(self) -> list[str]:
+        return [KINDS[code] for code in np.unique(self.kind)]
+
+    def configuration_keys(self) -> np.ndarray:
+        """One row per measurement of everything but its time: equal rows are repeats."""
+        return np.column_stack([self.kind, self.model, self.tp, self.m, self.n, self.k,
+                                self.batch, self.context, self.prefill, self.prefill_context,
+                                self.prompts, self.message_bytes, self.dtype, self.kv_dtype])
+
+
+@dataclass(frozen=True)
+class RowCosts:
+    """Per row: the work of each part and the rates it runs against (see `predict`)."""
+
+    kind: np.ndarray
+    time_s: np.ndarray
+    dataset: np.ndarray
+    peak_flops: np.ndarray
+    bandwidth: np.ndarray
+    interconnect: np.ndarray
+    gemm_flops: np.ndarray
+    gemm_bytes: np.ndarray
+    gemm_params: np.ndarray
+    attention_flops: np.ndarray
+    attention_bytes: np.ndarray
+    queries: np.ndarray
+    sequences: np.ndarray
+    flops_per_key: np.ndarray
+    bytes_per_key: np.ndarray
+    activation_bytes: np.ndarray
+    copy_bytes: np.ndarray
+    layers: np.ndarray  # counted in the step overheads: 0 for kernel rows
+    link_bytes: np.ndarray  # through each GPU's interconnect link
+    collectives: np.ndarray  # collective operations, each paying allreduce_overhead_s
+    kernels: np.ndarray  # 1 for an isolated GEMM or copy kernel, else 0
+    attention_ops: np.ndarray  # 1 for an isolated attention op, else 0
+
+    def subset(self, mask: np.ndarray) -> RowCosts:
+        return RowCosts(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
+
+
+def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCosts:
+    """FLOPs and bytes of every row's parts on `gpu`, with the profile's counting flags
+    (attention FLOPs, KV write, activation traffic); its efficiencies are not used."""
+    count = len(rows)
+    zeros = np.zeros(count)
+    cost = {f.name: zeros.copy() for f in fields(RowCosts)}
+    kind = np.array(KINDS)[rows.kind]
+    cost.update(kind=rows.kind, time_s=rows.time_s, dataset=rows.dataset)
+    table = GPUTable.of([gpu])
+    compute = np.array([dtype_code(default_compute_dtype(DTYPES[c])) for c in range(len(DTYPES))])
+    step_rows = kind == "step"
+    cost["peak_flops"] = np.where(step_rows, table.peak_flops[0, compute[rows.dtype]],
+                                  table.peak_flops[0, rows.dtype])
+    cost["bandwidth"] = np.full(count, gpu.bandwidth_bytes_per_s)
+    interconnect = (gpu.interconnect_gbs or math.nan) * 1e9
+    cost["interconnect"] = np.full(count, interconnect)
+    cost["kernels"] = np.isin(kind, KERNEL_KINDS).astype(np.float64)
+    cost["attention_ops"] = np.isin(kind, ATTENTION_KINDS).astype(np.float64)
+
+    gemm = kind == "gemm"
+    element = DTYPE_BYTES[rows.dtype]
+    cost["gemm_flops"] = np.where(gemm, 2.0 * rows.m * rows.n * rows.k, 0.0)
+    # weights, input and output, as closed_forms.gemm_intensity counts them
+    cost["gemm_bytes"] = np.where(
+        gemm, element * (rows.n * rows.k + rows.m * rows.k + rows.m * rows.n), 0.0)
+    cost["gemm_params"] = np.where(gemm, rows.n * rows.k, 0.0)
+    copy = kind == "copy"
+    cost["copy_bytes"] = np.where(copy, 2.0 * rows.message_bytes, 0.0)  # read and write
+    allreduce = kind == "allreduce"
+    cost["collectives"] = allreduce.astype(np.float64)
+    # a ring all-reduce moves 2 (n - 1) / n of the message through each GPU's link
+    cost["link_bytes"] = np.where(allreduce, 2.0 * (rows.tp - 1.0) / rows.tp
+                                  * rows.message_bytes, 0.0)
+
+    modelled = np.isin(kind, ("attention_decode", "attention_prefill", "step"))
+    if modelled.any():
+        _add_model_costs(cost, rows.subset(modelled), np.flatnonzero(modelled), kind[modelled],
+                         table, compute, assumptions)
+    if np.isnan(cost["peak_flops"]).any():
+        missing = sorted({DTYPES[c] for c in rows.dtype[np.isnan(cost["peak_flops"])]})
+        raise SpecError(f"{gpu.name} has no peak for {', '.join(missing)} (rows in those "
+                        "formats cannot be predicted on it)")
+    if np.isnan(interconnect) and (cost["collectives"] > 0).any():
+        raise SpecError(f"{gpu.name} has no interconnect_gbs: all-reduces cannot be predicted")
+    return RowCosts(**cost)
+
+
+def _add_model_costs(cost, rows, where, kind, table, compute, assumptions) -> None:
+    """Attention-kernel and step rows: their parts from `evaluate_step` (per GPU of the
+    row's tensor-parallel degree). A step of `prompts` prompts of `prefill` tokens runs
+    the GEMMs over all its tokens and each prompt's attention separately."""
+    models = ModelArrays.stack(list(rows.models))
+    step = kind == "step"
+    decode = kind != "attention_prefill"
+    batch = np.where(decode, rows.batch, 0.0)
+    prompts = np.where(decode & ~step, 0.0, rows.prompts)
+    prefill = np.where(decode & ~step, 0.0, rows.prefill)
+
+    def evaluate(batch, prefill, prefill_context):
+        inputs = gather_step_inputs(
+            table, models, gpu=0, model=rows.model, batch=batch, context=rows.context,
+            prefill=prefill, prefill_context=prefill_context, weight_dtype=rows.dtype,
+            kv_dtype=rows.kv_dtype, compute_dtype=compute[rows.dtype], tp=rows.tp)
+        return evaluate_step(inputs, assumptions)
+
+    whole = evaluate(batch, prompts * prefill, prompts * rows.prefill_context)
+    decodes = evaluate(batch, 0.0, 0.0)
+    prompt = evaluate(0.0, prefill, rows.prefill_context)
+    taken = models.take(rows.model)
+    layers = taken.layers
+    per_layer = np.where(step, 1.0, 1.0 / layers)  # kernel rows are one layer
+    # one GPU's share of the KV cache: 1/tp, but KV heads are replicated past tp (MLA's
+    # latent serves every head), as the step model shards it
+    kv_units = np.where(taken.kv_latent > 0, 1.0, taken.kv_heads)
+    kv_share = np.maximum(1.0 / rows.tp, 1.0 / kv_units)
+    attention_flops = decodes["attention_flops"] + prompts * prompt["attention_flops"]
+    attention_bytes = decodes["attention_bytes"] + prompts * prompt["attention_bytes"]
+    cost["gemm_flops"][where] = np.where(step, whole["gemm_flops"], 0.0)
+    cost["gemm_bytes"][where] = np.where(step, whole["gemm_bytes"], 0.0)
+    cost["gemm_params"][where] = np.where(step, whole["gemm_bytes"] / DTYPE_BYTES[rows.dtype],
+                                          0.0)
+    cost["attention_flops"][where] = attention_flops * per_layer
+    cost["attention_bytes"][where] = attention_bytes * per_layer
+    cost["queries"][where] = batch + prompts * prefill
+    cost["sequences"][where] = batch + prompts * (prefill > 0)
+    cost["flops_per_key"][where] = taken.attention_flops_per_key * layers * per_layer / rows.tp
+    cost["bytes_per_key"][where] = whole["kv_bytes_per_token"] * kv_share * per_layer
+    if "activations_bytes" in whole:
+        cost["activation_bytes"][where] = np.where(step, whole["activations_bytes"], 0.0)
+    cost["layers"][where] = np.where(step, layers, 0.0)
+    if "communication_bytes" in whole:
+        # two all-reduces per layer and the logits' all-gather, as the step model has them
+        split = step & (rows.tp > 1)
+        cost["collectives"][where] = np.where(
+            split, 2.0 * layers + (taken.lm_head_params > 0), 0.0)
+        cost["link_bytes"][where] = np.where(split, whole["communication_bytes"], 0.0)
+    cost["peak_flops"][where] = table.peak_flops[0, compute[rows.dtype]]
+
+
+def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: float = 1.0,
+            overlap: str = "parts", smoothing: float | None = None) -> np.ndarray:
+    """Predicted seconds of every row: its parts' rooflines under `efficiency`, summed
+    (overlap "parts") or under one roofline beside the link time ("full"), plus the
+    overheads; the same arithmetic as the step model's for step rows. `smoothing` p replaces each max(a, b) by (a^p + b^p)^(1/p) (a fit's first
+    stage: both roofs then move the prediction, so a roof that starts below the other
+    can still be fitted)."""
+    maximum = np.maximum if smoothing is None else (
+        lambda a, b: _smooth_maximum(a, b, smoothing))
+    compute_rate = mfu * costs.peak_flops
+    memory_rate = mbu * costs.bandwidth
+    gemm_compute, gemm_memory = gemm_times(costs.gemm_flops, costs.gemm_bytes,
+                                           costs.gemm_params, compute_rate, memory_rate,
+                                           efficiency)
+    attention_compute, attention_memory = attention_times(
+        costs.attention_flops, costs.attention_bytes, costs.queries, costs.sequences,
+        costs.flops_per_key, costs.bytes_per_key, compute_rate, memory_rate, efficiency)
+    streams = (costs.activation_bytes + costs.copy_bytes) / memory_rate
+    communication = link_time(costs.link_bytes, costs.collectives, costs.interconnect,
+                              efficiency)
+    if overlap == "parts":
+        body = (maximum(gemm_compute, gemm_memory)
+                + maximum(attention_compute, attention_memory) + streams + communication)
+    else:  # one roofline over the summed work; the link runs beside it
+        body = maximum(maximum(gemm_compute + attention_compute,
+                               gemm_memory + attention_memory + streams), communication)
+    steps = np.where(costs.kind == KINDS.index("step"),
+                     fixed_step_time(costs.layers, efficiency), 0.0)
+    return (body + steps + costs.kernels * efficiency.kernel_overhead_s
+            + costs.attention_ops * efficiency.attention_overhead_s)
+
+
+def _smooth_maximum(a, b, power):
+    larger = np.maximum(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio_sum = (a / larger) ** power + (b / larger) ** power
+        return np.where(larger > 0, larger * ratio_sum ** (1.0 / power), 0.0)
+
+
+# --- errors and the split -------------------------------------------------------------
+
+def error_summary(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
+    """MAPE, the worst relative error (signed, the largest in size) and the bias (mean
+    signed relative error), as fractions; positive means the model predicts slower."""
+    relative = predicted / measured - 1.0
+    worst = relative[np.argmax(np.abs(relative))] if len(relative) else math.nan
+    return {"rows": int(len(relative)), "mape": float(np.mean(np.abs(relative))),
+            "worst": float(worst), "bias": float(np.mean(relative))}
+
+
+def split_halves(rows: Measurements) -> np.ndarray:
+    """True for the calibration half, False for the validation half.
+
+    Within each dataset the distinct configurations (repeats of one configuration stay
+    together) are sorted by their size columns (kind, model, tp, m, n, k, batch,
+    context, prefill, ...) and alternate: the first, third, ... calibrate, the second,
+    fourth, ... validate, except that the last (largest) always calibrates, so that a
+    validation point is never outside the range fitted (an even count gives the
+    calibration half one more). Deterministic, and no validation configuration is ever
+    fitted.
+    """
+    keys = rows.configuration_keys()
+    calibration = np.zeros(len(rows), dtype=bool)
+    for dataset in np.unique(rows.dataset):
+        members = np.flatnonzero(rows.dataset == dataset)
+        _, position = np.unique(keys[members], axis=0, return_inverse=True)
+        position = position.reshape(-1)
+        calibration[members] = (position % 2 == 0) | (position == position.max())
+    return calibration
+
+
+# --- the fit --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fit:
+    efficiency: Efficiency
+    mbu: float
+    fitted: tuple[str, ...]  # the parameters the fit moved
+    rms_log_error: float
+    iterations: int
+
+
+def informed_parameters(rows: Measurements) -> list[str]:
+    """The parameters these rows can tell apart from the others.
+
+    Kernel rows inform their kernel's efficiencies and fixed time; a half-efficiency size
+    only when that size varies (three values or more: at one size it is one number with
+    the efficiency). Step rows inform the step overhead and the bandwidth fractions; a
+    compute fraction only when some step is large enough to be compute-bound
+    (`COMPUTE_BOUND_TOKENS`), attention_mbu_half only when the decode contexts vary,
+    the per-layer overhead only when the models differ in depth (else it is one number
+    with the step overhead), the all-reduce parameters only when the tensor-parallel
+    degrees differ. `gemm_m_half` and `attention_mfu_half` need kernel rows: in a step
+    they are one number with the overheads and the compute fractions.
+    """
+    def varied(kind: str, sizes: np.ndarray) -> bool:
+        return len(np.unique(sizes[rows.kind == KINDS.index(kind)])) >= 3
+
+    names: set[str] = set()
+    for kind in rows.kinds_present():
+        if kind != "step":
+            names.update(INFORMS[kind])
+    if not varied("attention_decode", rows.context):
+        names.discard("attention_mbu_half")
+    if not varied("attention_prefill", rows.prefill):
+        names.discard("attention_mfu_half")
+    steps = rows.kind == KINDS.index("step")
+    if steps.any():
+        names.update(("step_overhead_s", "gemm_mbu", "attention_mbu"))
+        tokens = rows.batch + rows.prompts * rows.prefill
+        if tokens[steps].max() >= COMPUTE_BOUND_TOKENS:
+            names.add("gemm_mfu")
+        if (rows.prefill[steps]).max() >= COMPUTE_BOUND_TOKENS:
+            names.add("attention_mfu")
+        decoding = steps & (rows.batch > 0)
+        if len(np.unique(rows.context[decoding])) >= 3:
+            names.add("attention_mbu_half")
+        if len({rows.models[m].num_hidden_layers for m in np.unique(rows.model[steps])}) > 1:
+            names.add("layer_overhead_s")
+        if len(np.unique(rows.tp[steps])) > 1:  # else one number with the step overhead
+            names.update(("interconnect_efficiency", "allreduce_overhead_s"))
+    return [name for name in FIT_PARAMETERS if name in names]
+
+
+def _is_fraction(name: str) -> bool:
+    return name == "mbu" or PARAMETERS[name][0] == "fraction"
+
+
+def _encode(name: str, value: float) -> float:
+    if _is_fraction(name):
+        value = min(max(value, 1e-6), 1 - 1e-9)
+        return math.log(value / (1 - value))
+    return math.log(max(value, 1e-12 * TYPICAL[name]) / TYPICAL[name])
+
+
+def _decode(name: str, value: float) -> float:
+    if _is_fraction(name):
+        return 1.0 / (1.0 + math.exp(-min(max(value, -40.0), 40.0)))
+    return TYPICAL[name] * math.exp(min(value, 60.0))
+
+
+def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
+        mbu: float = 1.0, mfu: float = 1.0, overlap: str = "parts",
+        max_iterations: int = 200) -> Fit:
+    """Least squares on log time over the `free` parameters, the rest held at `start`."""
+    unknown = sorted(set(free) - set(FIT_PARAMETERS))
+    if unknown:
+        raise SpecError(f"cannot fit {', '.join(unknown)}: parameters are "
+                        f"{', '.join(FIT_PARAMETERS)}")
+    counts = np.bincount(costs.dataset)
+    weights = 1.0 / np.sqrt(counts[costs.dataset])
+    log_measured = np.log(costs.time_s)
+    fixed = {"mbu": mbu, **(start or Efficiency()).as_dict()}
+
+    def unpack(vector):
+        values = dict(fixed)
+        values.update({name: _decode(name, x) for name, x in zip(free, vector, strict=True)})
+        profile_mbu = values.pop("mbu")
+        return Efficiency(**values), profile_mbu
+
+    starts = _starting_points(free, fixed)
+    typical = starts[0]
+
+    def residuals(vector, smoothing=None):
+        efficiency, profile_mbu = unpack(vector)
+        predicted = predict(costs, efficiency, mfu=mfu, mbu=profile_mbu, overlap=overlap,
+                            smoothing=smoothing)
+        # a weak pull towards typical values settles what the rows cannot tell apart
+        prior = PRIOR_WEIGHT * (vector - typical)
+        return np.concatenate([weights * (np.log(predicted) - log_measured), prior])
+
+    best = None
+    for begin in starts:
+        # first with smoothed roofs (every roof moves the fit), then with the exact model
+        smooth, first = _levenberg_marquardt(lambda v: residuals(v, SMOOTHING), begin,
+                                             max_iterations)
+        vector, second = _levenberg_marquardt(residuals, smooth, max_iterations)
+        iterations = first + second
+        cost = float(np.sum(residuals(vector) ** 2))
+        if best is None or cost < best[0]:
+            best = (cost, vector, iterations)
+    cost, vector, iterations = best
+    efficiency, profile_mbu = unpack(vector)
+    predicted = predict(costs, efficiency, mfu=mfu, mbu=profile_mbu, overlap=overlap)
+    rms = float(np.sqrt(np.mean((np.log(predicted) - log_measured) ** 2)))
+    return Fit(efficiency=_rounded(efficiency), mbu=float(f"{profile_mbu:.4g}"),
+               fitted=tuple(free), rms_log_error=rms, iterations=iterations)
+
+
+def _rounded(efficiency: Efficiency) -> Efficiency:
+    """Four significant digits: what a profile file shows, and all a fit can support."""
+    return Efficiency(**{name: min(float(f"{value:.4g}"), 1.0) if _is_fraction(name)
+                         else float(f"{value:.4g}")
+                         for name, value in efficiency.as_dict().items()})
+
+
+def _starting_points(free: list[str], fixed: dict[str, float]) -> list[np.ndarray]:
+    """The given values where they are not the ideal defaults, and two generic guesses."""
+    starts = []
+    for fraction, scale in ((0.8, 1.0), (0.5, 30.0), (0.95, 0.03), (0.05, 10.0)):
+        starts.append(np.array([
+            _encode(name, fraction if _is_fraction(name) else TYPICAL[name] * scale)
+            for name in free]))
+    given = [name for name in free if fixed[name] not in (0.0, 1.0)]
+    if given:
+        starts.append(np.array([_encode(name, fixed[name]) if name in given else start
+                                for name, start in zip(free, starts[0], strict=True)]))
+    return starts
+
+
+def _levenberg_marquardt(residuals, vector, max_iterations):
+    """Minimise sum(residuals(x)**2) from `vector`; forward-difference Jacobian."""
+    current = residuals(vector)
+    cost = float(current @ current)
+    damping = 1e-3
+    iterations = 0
+    for iterations in range(1, max_iterations + 1):  # noqa: B007 (the count is returned)
+        step = 1e-6 * np.maximum(1.0, np.abs(vector))
+        jacobian = np.empty((len(current), len(vector)))
+        for j in range(len(vector)):
+            moved = vector.copy()
+            moved[j] += step[j]
+            jacobian[:, j] = (residuals(moved) - current) / step[j]
+        normal = jacobian.T @ jacobian
+        gradient = jacobian.T @ current
+        improved = False
+        while damping < 1e12:
+            scaled = normal + damping * np.diag(np.diag(normal) + 1e-12)
+            try:
+                delta = np.linalg.solve(scaled, -gradient)
+            except np.linalg.LinAlgError:
+                damping *= 10.0
+                continue
+            candidate = vector + delta
+            trial = residuals(candidate)
+            trial_cost = float(trial @ trial)
+            if np.isfinite(trial_cost) and trial_cost < cost:
+                improved = True
+                relative_gain = (cost - trial_cost) / max(cost, 1e-300)
+                vector, current, cost = candidate, trial, trial_cost
+                damping = max(damping / 3.0, 1e-9)
+                break
+            damping *= 4.0
+        if not improved or relative_gain < 1e-10:
+            break
+    return vector, iterations

@@ -1,0 +1,224 @@
+"""`sweep calibrate`: fit the efficiency model to measured times and write a profile."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import click
+
+from rooftui.core.calibration import FIT_PARAMETERS
+
+HALVES = ("all", "calibration")
+
+
+@click.command()
+@click.option("--measured", "measured", required=True, multiple=True, metavar="FILE|DIR",
+              type=click.Path(exists=True, path_type=Path),
+              help="Measured CSVs: the calibration format (`sweep measure` writes it) or a "
+                   "format of shared/reference/measured/; a folder means its *.csv. Repeat.")
+@click.option("--gpu", required=True, metavar="NAME|PATH",
+              help="GPU spec whose peaks the fit is relative to; picks the rows measured on it.")
+@click.option("--rows-gpu", metavar="NAME",
+              help="Use the rows whose gpu column is NAME instead (e.g. a device name "
+                   "that `sweep measure` wrote).")
+@click.option("--dataset", "datasets", multiple=True, metavar="TEXT",
+              help="Only datasets whose name contains TEXT (case-insensitive); repeat.")
+@click.option("--half", type=click.Choice(HALVES), default="all", show_default=True,
+              help="calibration: fit only each dataset's calibration half, so that "
+                   "`sweep validate` scores the profile on points it never saw.")
+@click.option("--fit", "fit_names", metavar="PARAM,...",
+              help="Parameters to fit [default: those the rows can inform], of: "
+                   + ", ".join(FIT_PARAMETERS) + ".")
+@click.option("--base", default="ideal", show_default=True, metavar="NAME|PATH",
+              help="Profile the fit starts from; parameters not fitted keep its values.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), metavar="PROFILE.toml",
+              help="Write the fitted profile here (usable as --profile everywhere).")
+@click.option("--description", metavar="TEXT", help="The profile's description line.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, description,
+              as_json):
+    """Fit the efficiency model (overheads, GEMM and attention efficiencies, all-reduce)
+    to measured kernel or step times by least squares on log time.
+
+    Reports the fit quality per dataset (on the rows fitted) and writes a profile TOML
+    with the fitted [efficiency] table, the command that produced it and the sources.
+
+    \b
+    Examples:
+      sweep calibrate --measured ../shared/reference/measured/splitwise-perf-model-a100-h100.csv \\
+          --gpu h100-sxm --dataset "TP4" --out h100-splitwise.toml
+      sweep measure --gpu h100-sxm --out mine.csv
+      sweep calibrate --measured mine.csv --gpu h100-sxm --out h100-mine.toml
+    """
+    from rooftui.core.assumptions import load_profile
+    from rooftui.core.calibration import (
+        error_summary,
+        fit,
+        informed_parameters,
+        predict,
+        row_costs,
+        split_halves,
+    )
+    from rooftui.core.hardware import load_gpu
+    from rooftui.sweeps.measured import gpu_matches, read_measured_paths, to_measurements
+
+    spec = load_gpu(gpu)
+    start = load_profile(base)
+    chosen, sources = [], {}
+    for conversion in read_measured_paths(list(measured)):
+        for dataset in conversion.datasets:
+            if datasets and not any(t.lower() in dataset.name.lower() for t in datasets):
+                continue
+            rows = [row for row in dataset.rows
+                    if (row["gpu"] == rows_gpu if rows_gpu else gpu_matches(row["gpu"], gpu, spec))]
+            if rows:
+                chosen.extend(rows)
+                sources[dataset.name] = dataset.source
+    if not chosen:
+        which = f"gpu {rows_gpu!r}" if rows_gpu else f"GPU {gpu}"
+        raise click.UsageError(f"no measured rows for {which}"
+                               + (f" in datasets matching {', '.join(datasets)}" if datasets
+                                  else "") + " (--rows-gpu picks rows by their gpu column)")
+    rows = to_measurements(chosen, sorted(sources))
+    if half == "calibration":
+        rows = rows.subset(split_halves(rows))
+    if fit_names:
+        free = [name.strip() for name in fit_names.split(",") if name.strip()]
+        unknown = sorted(set(free) - set(FIT_PARAMETERS))
+        if unknown:
+            raise click.BadParameter(f"unknown {', '.join(unknown)}; parameters are "
+                                     f"{', '.join(FIT_PARAMETERS)}", param_hint="--fit")
+    else:
+        free = informed_parameters(rows)
+    costs = row_costs(rows, spec, start)
+    result = fit(costs, free, start=start.efficiency, mbu=start.mbu, mfu=start.mfu,
+                 overlap=start.overlap)
+    before = predict(costs, start.efficiency, mfu=start.mfu, mbu=start.mbu,
+                     overlap=start.overlap)
+    after = predict(costs, result.efficiency, mfu=start.mfu, mbu=result.mbu,
+                    overlap=start.overlap)
+    quality = []
+    for index, name in enumerate(rows.datasets):
+        members = rows.dataset == index
+        if members.any():
+            quality.append({"dataset": name, "source": sources[name],
+                            "base": error_summary(before[members], rows.time_s[members]),
+                            "fitted": error_summary(after[members], rows.time_s[members])})
+    parameters = {"mbu": result.mbu, **result.efficiency.as_dict()}
+    command = _command(measured, gpu, rows_gpu, datasets, half, fit_names, base, out,
+                       description)
+    written = None
+    if out:
+        written = write_profile(out, start=start, fitted=result, gpu=gpu, command=command,
+                                sources=sources, rows=len(rows), half=half,
+                                description=description)
+    if as_json:
+        click.echo(json.dumps({"gpu": gpu, "rows": len(rows), "half": half,
+                               "fitted": list(result.fitted), "parameters": parameters,
+                               "rms_log_error": result.rms_log_error, "datasets": quality,
+                               "profile": str(written) if written else None,
+                               "command": command}, indent=2))
+        return
+    click.echo(render_fit(result, quality, base, len(rows), gpu))
+    if written:
+        click.echo(f"\nprofile: {written}  (use it as --profile {written})")
+
+
+def _command(measured, gpu, rows_gpu, datasets, half, fit_names, base, out,
+             description) -> str:
+    """The command line that reproduces this fit, for the profile's header."""
+    words = ["sweep", "calibrate"]
+    for path in measured:
+        words += ["--measured", str(path)]
+    words += ["--gpu", gpu]
+    if rows_gpu:
+        words += ["--rows-gpu", rows_gpu]
+    for text in datasets:
+        words += ["--dataset", text]
+    if half != "all":
+        words += ["--half", half]
+    if fit_names:
+        words += ["--fit", fit_names]
+    if base != "ideal":
+        words += ["--base", base]
+    if description:
+        words += ["--description", description]
+    if out:
+        words += ["--out", str(out)]
+    return shlex.join(words)
+
+
+def render_fit(result, quality, base, rows, gpu) -> str:
+    from rooftui.core.efficiency import PARAMETERS
+
+    lines = [f"fitted {len(result.fitted)} parameters to {rows:,} rows on {gpu} "
+             f"(rms log error {result.rms_log_error:.3f}, {result.iterations} iterations)", ""]
+    for name in result.fitted:
+        value = result.mbu if name == "mbu" else getattr(result.efficiency, name)
+        unit, meaning = (PARAMETERS[name][1:] if name in PARAMETERS
+                         else ("", "fraction of bandwidth a plain copy reaches"))
+        lines.append(f"  {name:<24} {value:>12.4g} {unit:<7} {meaning}")
+    width = max(len(q["dataset"]) for q in quality)
+    lines += ["", f"  {'dataset':<{width}} {'rows':>6}  {'MAPE ' + base:>16}  {'MAPE fitted':>12}"
+              f"  {'bias fitted':>12}"]
+    for q in quality:
+        lines.append(f"  {q['dataset']:<{width}} {q['fitted']['rows']:>6}  "
+                     f"{100 * q['base']['mape']:>14.1f} %  {100 * q['fitted']['mape']:>10.1f} %"
+                     f"  {100 * q['fitted']['bias']:>+10.1f} %")
+    lines.append("\n(in-sample: on the rows fitted; `sweep validate` scores held-out halves)")
+    return "\n".join(lines)
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string
+
+
+def write_profile(path: Path, *, start, fitted, gpu, command, sources, rows, half,
+                  description) -> Path:
+    """Write the profile TOML atomically, after checking that it loads back."""
+    from rooftui.core.assumptions import load_profile
+
+    path = Path(path)
+    if path.suffix != ".toml":
+        path = path.with_suffix(".toml")
+    description = description or (
+        f"calibrated on {gpu}: {', '.join(sorted(sources))}")
+    lines = [f"# Calibrated by: {command}",
+             f"# Fitted on {rows:,} measured rows ({half} half of each dataset); "
+             "regenerate with the command above.",
+             f"description = {_toml_value(description)}",
+             f"mfu = {start.mfu!r}",
+             f"mbu = {fitted.mbu!r}",
+             f"overlap = {_toml_value(start.overlap)}",
+             f"attention_flops = {_toml_value(start.attention_flops)}",
+             f"activation_traffic = {_toml_value(start.activation_traffic)}",
+             f"kv_write = {_toml_value(start.kv_write)}",
+             f"memory_reserve_gb = {start.memory_reserve_gb!r}",
+             "", "[efficiency]"]
+    lines += [f"{name} = {value!r}" for name, value in fitted.efficiency.as_dict().items()]
+    lines += ["", "[calibration]",
+              f"gpu = {_toml_value(gpu)}",
+              f"command = {_toml_value(command)}",
+              f"rows = {rows}",
+              f"half = {_toml_value(half)}",
+              f"fitted = {_toml_value(list(fitted.fitted))}",
+              f"rms_log_error = {round(fitted.rms_log_error, 4)!r}",
+              "", "[sources]"]
+    lines += [f"{_toml_value(name)} = {_toml_value(source)}"
+              for name, source in sorted(sources.items())]
+    temporary = path.with_name(f".{path.stem}.tmp.toml")
+    try:
+        temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        load_profile(str(temporary.resolve()))  # what --profile will read
+        temporary.replace(path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
