@@ -310,17 +310,15 @@ def test_plan_prints_an_sbatch_array(grid_file, tmp_path):
     assert "shards" in err
 
 
-def test_charts_hook_calls_render_charts_or_skips(grid_file, tmp_path, monkeypatch):
+def test_run_renders_the_grids_charts(grid_file, tmp_path, monkeypatch):
     calls = []
     fake = types.ModuleType("rooftui.sweeps.charts")
-    fake.render_charts = lambda out_dir, names, only: calls.append((out_dir, names, only))
+    fake.render_charts = lambda out_dir, names, only, **_: calls.append((out_dir, names, only))
+    fake.chart_settings = lambda table, where, **_: None  # grids validate [charts] on load
     monkeypatch.setitem(sys.modules, "rooftui.sweeps.charts", fake)
     out = tmp_path / "out"
     sweep("run", grid_file, "--out", out, "--json")
     assert calls == [(out, {"names": ["roofline"]}, None)]
-    monkeypatch.setitem(sys.modules, "rooftui.sweeps.charts",
-                        types.ModuleType("rooftui.sweeps.charts"))
-    runner._render_charts(out, load_grid(grid_file))  # no render_charts yet: skipped
 
 
 def _resume_grid(tmp_path) -> Path:
