@@ -10,6 +10,8 @@ computed, max_batch_for_tpot included. Then the same formulas one configuration 
 ratio.
 
     python benchmarks/bench_step_model.py [--batches 1024] [--plain-points 20000]
+    python benchmarks/bench_step_model.py --features   # the same grid with MoE models,
+                                                       # TP 2 and speculative decoding
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from plain_step import plain_step  # noqa: E402
 
 MODELS = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mistral-7b", "reference-mha-6.4b"]
+# --features: mixture-of-experts and windowed models, each split over 2 GPUs and verifying
+# 4 speculated tokens per step (acceptance 0.7, free drafting)
+FEATURE_MODELS = ["mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-20b", "gemma-2-9b", "llama-3-70b"]
+FEATURES = {"tp": 2, "spec_tokens": 4, "acceptance": 0.7}
 GPUS = ["h100-sxm", "h200", "a100-80gb", "b200"]
 WEIGHT_DTYPES = ["bf16", "int8"]  # int8 weights run bf16 matmuls: a peak on every GPU
 KV_DTYPES = ["bf16", "fp8"]
@@ -45,10 +51,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=1024)
     parser.add_argument("--plain-points", type=int, default=20_000)
+    parser.add_argument("--features", action="store_true",
+                        help="MoE/windowed models with TP 2 and speculation; no plain loop")
     args = parser.parse_args()
 
     gpus = GPUTable.of([load_gpu(g) for g in GPUS])
-    models = ModelArrays.stack([load_model(m) for m in MODELS])
+    models = ModelArrays.stack([load_model(m) for m in
+                                (FEATURE_MODELS if args.features else MODELS)])
+    extra = FEATURES if args.features else {}
     assumptions = Assumptions()
     batches = np.arange(1, args.batches + 1, dtype=np.float64)
     contexts = CONTEXTS[:, None]
@@ -61,7 +71,8 @@ def main() -> None:
     def block_inputs(gpu, model, weight, kv, prefill, batch=batches, context=contexts):
         return gather_step_inputs(gpus, models, gpu=gpu, model=model, batch=batch,
                                   context=context, prefill=prefill, prefill_context=0,
-                                  weight_dtype=weight, kv_dtype=kv, compute_dtype=compute)
+                                  weight_dtype=weight, kv_dtype=kv, compute_dtype=compute,
+                                  **extra)
 
     start = time.perf_counter()
     for block in blocks:
@@ -69,6 +80,11 @@ def main() -> None:
         assert out["step_time_s"].shape == (contexts.size, batches.size)
     vector_s = time.perf_counter() - start
     vector_rate = points / vector_s
+    if args.features:
+        print(f"features ({', '.join(FEATURE_MODELS)}; {FEATURES}): {points:,} "
+              f"configurations in {vector_s:.2f} s = {vector_rate / 1e6:.1f} M configs/s, "
+              f"load {os.getloadavg()[0]:.1f}")
+        return
 
     rng = np.random.default_rng(0)
     sample = []
