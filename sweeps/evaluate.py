@@ -65,6 +65,8 @@ class Sweep:
     """A validated grid with its GPUs, models and profile loaded. Construction checks
     every combination the grid can reach (before any work) and raises SpecError."""
 
+    estimate_points = 1 << 16  # `sweep run --dry-run` times this many points
+
     def __init__(self, grid: Grid) -> None:
         self.grid = grid
         where = str(grid.path)
@@ -104,6 +106,8 @@ class Sweep:
         self.dictionaries = {
             name: self._names_of.get(name.removesuffix("_assumed"), BOUNDS)
             for name, dtype in self.column_types.items() if dtype == np.int32}
+        names = list(self.column_types)
+        self.input_columns = tuple(names[: names.index("peak_flops")])  # point_id, inputs
 
     # --- the mapping ---------------------------------------------------------------------
     def step_parameters(self, given: dict[str, Any]) -> dict[str, Any]:

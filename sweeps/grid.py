@@ -2,7 +2,9 @@
 
 ```toml
 name = "default"          # names the output folder: outputs/<name>-<12 hex of the hash>/
-kind = "step"             # what a point is (one serving step); the only kind so far
+kind = "step"             # what a point is: "step" (one serving step, the default),
+                          # "simulate" (one serving simulation) or "optimize" (the sustained
+                          # request rate of one max batch and token budget under an SLO)
 description = "..."       # optional, free text
 profile = "ideal"         # optional assumption profile (a shipped name or a TOML path)
 skip_unsupported = false  # true: drop points whose GPU has no peak for the compute dtype
@@ -29,6 +31,8 @@ names = ["roofline"]
 Parameters are the `sweep point` options (see `PARAMETERS`); one that a grid does not
 give takes `sweep point`'s default (the model's own KV heads and weight dtype, the
 profile's mfu/mbu/reserve). Paths to GPU or model files are relative to the grid file.
+The other kinds have their own parameters (`KIND_PARAMETERS`: `sweep simulate`'s and
+`sweep optimize`'s options), evaluated one point at a time (rooftui.sweeps.kinds).
 
 Points: every axis (or zipped group of axes) is one digit of a mixed-radix number, the
 first axis most significant; a point's id is that number, so ids are dense, deterministic
@@ -59,10 +63,12 @@ from rooftui.core.assumptions import ATTENTION_FLOPS, OVERLAPS
 from rooftui.core.dtypes import check_dtype
 from rooftui.core.errors import SpecError
 from rooftui.core.point import PointConfig
+from rooftui.core.scheduler import KV_ADMISSIONS, POLICIES
+from rooftui.core.workloads import TRACE_SUFFIXES
 
 GRID_KEYS = {"name", "kind", "description", "profile", "skip_unsupported", "fixed", "axes",
              "zip", "charts"}
-KINDS = ("step",)
+KINDS = ("step", "simulate", "optimize")
 SCALES = ("linear", "log2", "geometric")
 RANGE_KEYS = {"start", "stop", "scale", "step", "num"}
 ZIP_KEYS = {"axes"}
@@ -71,7 +77,7 @@ DEFAULT_GPU = "h100-sxm"  # as `sweep point`
 DEFAULT_MODEL = "llama-3-8b"
 
 # Value kinds: how a parameter's values are checked, and the type of its parquet column.
-STRING_KINDS = {"gpu", "model", "dtype", "choice"}
+STRING_KINDS = {"gpu", "model", "dtype", "choice", "workload", "distribution"}
 INTEGER_KINDS = {"count", "positive_count"}
 FLOAT_KINDS = {"fraction", "amount", "positive"}
 FLAG_KINDS = {"flag"}
@@ -81,7 +87,8 @@ FLAG_KINDS = {"flag"}
 class Parameter:
     """One input of a step, as a grid names it."""
 
-    kind: str  # gpu, model, dtype, choice, count, positive_count, fraction, amount, positive, flag
+    kind: str  # gpu, model, dtype, choice, workload, distribution, count, positive_count,
+    # fraction, amount, positive, flag
     meaning: str  # with its unit
     default: Any = None  # when the grid does not give it; None: resolved per point
     choices: tuple[str, ...] = ()
@@ -120,6 +127,61 @@ PARAMETERS: dict[str, Parameter] = {
                           fixed_only=True),
 }
 CATALOG = {"gpu": "gpus", "model": "models"}  # parameters naming spec files
+
+# The simulator's configuration: GPU, model, dtypes and assumptions as for a step (no
+# what-if KV heads), tensor parallelism, and `sweep simulate`'s scheduler and workload.
+_SETUP = {name: PARAMETERS[name] for name in (
+    "gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "mfu", "mbu",
+    "memory_reserve_gb", "overlap", "attention_flops", "activation_traffic", "kv_write")}
+_SERVING = {
+    "tp": Parameter("positive_count", "GPUs one replica is split over (tensor parallelism)", 1),
+    "max_batch": Parameter("positive_count", "sequences in flight at most (slots)", 128),
+    "kv_admission": Parameter("choice", "reserve (whole sequences) or paged (blocks with "
+                              "recompute preemption)", "reserve", choices=KV_ADMISSIONS),
+    "block_size": Parameter("positive_count", "tokens per KV block (paged)", 16),
+    "workload": Parameter("workload", "length preset (sweep specs list workloads), preset "
+                          "TOML or trace CSV/parquet", "sharegpt-8k"),
+    "input_tokens": Parameter("distribution", "prompt lengths instead of the workload's "
+                              "(fixed:N, exp:mean=M, ...); \"\": the workload's", ""),
+    "output_tokens": Parameter("distribution", "output lengths instead of the workload's; "
+                               "\"\": the workload's", ""),
+    "cv": Parameter("positive", "coefficient of variation of the gaps (gamma arrivals)", 1.0),
+    "requests": Parameter("positive_count", "requests per simulation", 1000),
+    "seed": Parameter("count", "seed of the length and arrival draws", 0),
+}
+SIMULATE_PARAMETERS: dict[str, Parameter] = {
+    **_SETUP, **_SERVING,
+    "policy": Parameter("choice", "static, continuous or chunked", "continuous",
+                        choices=POLICIES),
+    "token_budget": Parameter("count", "tokens per step; 0: the policy's default (chunked "
+                              "512, continuous no cap; static has none)", 0),
+    "arrival": Parameter("choice", "closed, poisson, gamma or trace", "closed",
+                         choices=("closed", "poisson", "gamma", "trace")),
+    "rate": Parameter("positive", "requests/s (poisson, gamma)"),
+    "speed": Parameter("positive", "trace replay speed-up (trace)", 1.0),
+    "slo_ttft": Parameter("positive", "seconds: adds slo_attainment and goodput"),
+    "slo_tpot": Parameter("positive", "seconds: adds slo_attainment and goodput"),
+}
+OPTIMIZE_PARAMETERS: dict[str, Parameter] = {
+    **_SETUP, **_SERVING,
+    "policy": Parameter("choice", "chunked or continuous", "chunked",
+                        choices=("chunked", "continuous")),
+    "token_budget": Parameter("positive_count", "tokens per step (chunked: shared with the "
+                              "decodes; continuous: a cap)", 512),
+    "arrival": Parameter("choice", "poisson, gamma (with cv) or trace (replayed, sped up)",
+                         "poisson", choices=("poisson", "gamma", "trace")),
+    "slo_ttft": Parameter("positive", "seconds: time-to-first-token objective", 2.0),
+    "slo_tpot": Parameter("positive", "seconds: time-per-output-token objective", 0.1),
+    "quantile": Parameter("fraction", "0.5, 0.9 or 0.99: that quantile of TTFT and of TPOT "
+                          "within its objective [default: none, attainment decides]"),
+    "attainment": Parameter("fraction", "share of requests meeting both objectives "
+                            "[default: 0.9 without a quantile]"),
+    "rate_tolerance": Parameter("positive", "relative width at which the rate bisection "
+                                "stops", 0.02),
+    "price_per_gpu_hour": Parameter("amount", "adds the cost per million tokens"),
+}
+KIND_PARAMETERS = {"step": PARAMETERS, "simulate": SIMULATE_PARAMETERS,
+                   "optimize": OPTIMIZE_PARAMETERS}
 
 
 @dataclass(frozen=True)
@@ -194,6 +256,11 @@ class Grid:
         """Points in the grid: the product of the dimensions' sizes."""
         return math.prod(self.radices)
 
+    @property
+    def parameters(self) -> dict[str, Parameter]:
+        """The parameters a point of this kind has."""
+        return KIND_PARAMETERS[self.kind]
+
     def given(self, name: str) -> bool:
         return name in self.fixed or any(axis.name == name for axis in self.axes)
 
@@ -204,11 +271,18 @@ class Grid:
         for axis in self.axes:
             if axis.name == name:
                 return axis.values
-        return (PARAMETERS[name].default,)
+        return (self.parameters[name].default,)
 
     def catalog_path(self, name: str) -> str:
         """Where a GPU or model name resolves from: relative paths start at the grid file."""
         if spec_files.looks_like_path(name) and not Path(name).expanduser().is_absolute():
+            return str(self.path.parent / name)
+        return name
+
+    def workload_path(self, name: str) -> str:
+        """A workload preset name as is; a preset or trace file relative to the grid file."""
+        is_file = name.lower().endswith(TRACE_SUFFIXES) or spec_files.looks_like_path(name)
+        if is_file and not Path(name).expanduser().is_absolute():
             return str(self.path.parent / name)
         return name
 
@@ -303,16 +377,17 @@ def parse_grid(text: str, path: Path) -> Grid:
     # a bad [charts] entry must fail before the points are computed, not after
     from rooftui.sweeps.charts import chart_settings
 
-    chart_settings(charts, f"{where} [charts]")
+    chart_settings(charts, f"{where} [charts]", kind=kind)
 
+    parameters = KIND_PARAMETERS[kind]
     fixed = {}
     for key, value in _table(data, "fixed", where).items():
-        parameter = _parameter(key, f"{where} [fixed]")
+        parameter = _parameter(key, f"{where} [fixed]", parameters)
         fixed[key] = _check_value(key, parameter, value, f"{where} [fixed] {key}")
 
     axes: dict[str, Axis] = {}
     for key, spec in _table(data, "axes", where).items():
-        parameter = _parameter(key, f"{where} [axes]")
+        parameter = _parameter(key, f"{where} [axes]", parameters)
         here = f"{where} [axes] {key}"
         if parameter.fixed_only:
             raise SpecError(f"{here}: {key} changes what is counted, so it can only be one "
@@ -325,6 +400,15 @@ def parse_grid(text: str, path: Path) -> Grid:
                         "(group_size sets kv_heads = heads / group_size)")
 
     dimensions = _dimensions(axes, data.get("zip", []), where)
+    for dimension in dimensions:  # zipped axes may repeat a value, not a combination
+        seen = set()
+        for value in zip(*(axis.values for axis in dimension.axes), strict=True):
+            if value in seen:
+                names = " and ".join(axis.name for axis in dimension.axes)
+                shown = value[0] if len(value) == 1 else value
+                raise SpecError(f"{where} [axes] {names}: value {shown!r} appears twice; "
+                                "each point must be unique")
+            seen.add(value)
     grid = Grid(name=name, kind=kind, profile=profile, skip_unsupported=skip_unsupported,
                 fixed=fixed, dimensions=dimensions, charts=charts, description=description,
                 text=text, path=path, specs={})
@@ -338,10 +422,10 @@ def _table(data: dict, key: str, where: str) -> dict:
     return value
 
 
-def _parameter(key: str, where: str) -> Parameter:
-    if key not in PARAMETERS:
-        spec_files.check_keys({key: None}, set(PARAMETERS), where)
-    return PARAMETERS[key]
+def _parameter(key: str, where: str, parameters: dict[str, Parameter]) -> Parameter:
+    if key not in parameters:
+        spec_files.check_keys({key: None}, set(parameters), where)
+    return parameters[key]
 
 
 def _axis_values(key: str, parameter: Parameter, spec: Any, where: str) -> tuple:
@@ -356,13 +440,7 @@ def _axis_values(key: str, parameter: Parameter, spec: Any, where: str) -> tuple
                         "{ start, stop, scale, step | num }")
     if not raw:
         raise SpecError(f"{where}: the axis is empty; give at least one value")
-    values = tuple(_check_value(key, parameter, value, where) for value in raw)
-    seen = set()
-    for value in values:
-        if value in seen:
-            raise SpecError(f"{where}: value {value!r} appears twice; each point must be unique")
-        seen.add(value)
-    return values
+    return tuple(_check_value(key, parameter, value, where) for value in raw)
 
 
 def _expand_range(parameter: Parameter, spec: dict, where: str) -> list:
@@ -415,7 +493,7 @@ def _check_value(key: str, parameter: Parameter, value: Any, where: str) -> Any:
     """The value in canonical form (ints for counts, floats for fractions), or an error."""
     kind = parameter.kind
     if kind in STRING_KINDS:
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str) or not (value or kind == "distribution"):
             raise SpecError(f"{where}: expected a name (a string), got {value!r}")
         if kind == "dtype":
             try:
@@ -496,4 +574,20 @@ def _with_specs(grid: Grid, where: str) -> Grid:
         except SpecError as error:
             raise SpecError(f"{where} profile: {error}") from None
         specs["profile"] = spec_files.read_document(path)
+    if "workload" in grid.parameters:
+        specs["workloads"] = {name: _workload_document(grid.workload_path(name),
+                                                       f"{where} workload")
+                              for name in grid.values_of("workload")}
     return replace(grid, specs=specs)
+
+
+def _workload_document(path: str, where: str) -> Any:
+    """A preset's parsed TOML, or a trace file's sha256 (its rows decide the points)."""
+    try:
+        if path.lower().endswith(TRACE_SUFFIXES):
+            return {"sha256": hashlib.sha256(Path(path).expanduser().read_bytes()).hexdigest()}
+        return spec_files.read_document(spec_files.resolve("workloads", path))
+    except OSError as error:
+        raise SpecError(f"{where}: cannot read {path}: {error.strerror or error}") from None
+    except SpecError as error:
+        raise SpecError(f"{where}: {error}") from None

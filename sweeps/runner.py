@@ -39,6 +39,7 @@ import numpy as np
 from rooftui.core.errors import SpecError
 from rooftui.sweeps.evaluate import Sweep
 from rooftui.sweeps.grid import Grid, parse_grid
+from rooftui.sweeps.kinds import evaluator_for, shard_bounds
 from rooftui.sweeps.results import MANIFEST, POINTS, read_manifest
 
 FORMAT = "rooftui-sweep/1"
@@ -56,12 +57,14 @@ OUTPUTS = Path("outputs")
 
 
 # --- layout ------------------------------------------------------------------------------
-def default_shard_size(points: int) -> int:
+def default_shard_size(points: int, kind: str = "step") -> int:
     """About TARGET_SHARDS shards (so local workers share small grids evenly), a power of
     two between 2^16 and 2^20 points: files of at most ~60 MB and about a second of work,
-    so a killed run loses little and a 10^9-point grid is ~1,000 files."""
+    so a killed run loses little and a 10^9-point grid is ~1,000 files. Kinds evaluated
+    point by point (simulations) have their own bounds (`kinds.SHARD_POINTS`)."""
+    smallest, largest = shard_bounds(kind) or (MIN_SHARD_POINTS, MAX_SHARD_POINTS)
     wanted = 1 << max(0, math.ceil(math.log2(max(1, points) / TARGET_SHARDS)))
-    return min(MAX_SHARD_POINTS, max(MIN_SHARD_POINTS, wanted))
+    return min(largest, max(smallest, wanted))
 
 
 @dataclass(frozen=True)
@@ -136,12 +139,11 @@ class ShardWriter:
         self.schema = arrow_schema(sweep, kv)
         self.dictionaries = {name: pa.array(names, pa.string())
                              for name, names in sweep.dictionaries.items()}
-        names = list(sweep.column_types)
         self.writer = pq.ParquetWriter(
             sink, self.schema, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
             use_dictionary=list(self.dictionaries), write_batch_size=WRITE_BATCH_SIZE,
             # point_id and the inputs: what readers filter on
-            write_statistics=names[: names.index("peak_flops")])
+            write_statistics=list(sweep.input_columns))
 
     def write(self, columns: dict[str, np.ndarray]) -> None:
         """Arrow arrays over the numpy columns without copying them (booleans bit-packed;
@@ -241,7 +243,7 @@ class ShardTask:
 
 @lru_cache(maxsize=4)
 def _sweep_from(spec_text: str, spec_path: str) -> Sweep:
-    return Sweep(parse_grid(spec_text, Path(spec_path)))
+    return evaluator_for(parse_grid(spec_text, Path(spec_path)))
 
 
 def compute_shard(task: ShardTask) -> tuple[int, int]:
@@ -334,7 +336,7 @@ def prepare_out_dir(grid: Grid, options: RunOptions) -> tuple[Path, Layout, dict
             f"{str(previous.get('spec_hash'))[:12]}); choose another --out, or --force to "
             "replace them")
     shard_size = options.shard_size or (same_spec and previous.get("shard_size")) \
-        or default_shard_size(grid.size)
+        or default_shard_size(grid.size, grid.kind)
     if same_spec and previous.get("shard_size") != shard_size and not options.force:
         raise SpecError(
             f"{out_dir} was written with --shard-size {previous.get('shard_size')}; pass that "
@@ -547,13 +549,14 @@ def _ranges(indices: Iterable[int]) -> list[str]:
     return [f"{a}-{b}" if a != b else str(a) for a, b in spans]
 
 
-def estimate(sweep: Sweep, layout: Layout, workers: int, sample_points: int = 1 << 16
+def estimate(sweep: Sweep, layout: Layout, workers: int, sample_points: int | None = None
              ) -> dict[str, float]:
-    """Output size and time from evaluating and writing a sample (the first points) in
-    memory; the time assumes `workers` processes on free cores."""
+    """Output size and time from evaluating and writing a sample (the first points; by
+    default the evaluator's `estimate_points`) in memory; the time assumes `workers`
+    processes on free cores."""
     import io
 
-    stop = min(layout.points, sample_points)
+    stop = min(layout.points, sample_points or sweep.estimate_points)
     buffer = io.BytesIO()
     rows = 0
     began = time.perf_counter()

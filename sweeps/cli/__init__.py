@@ -20,6 +20,7 @@ COMMANDS = {
     "specs": "specs:specs",
     "simulate": "simulate:simulate_command",
     "occupancy": "occupancy:occupancy",
+    "optimize": "optimize:optimize_command",
     "chart": "chart:chart",
     "run": "run:run",
     "status": "run:status",

@@ -40,10 +40,10 @@ def _part(value: str | None) -> tuple[int, int] | None:
 
 
 def _load(grid_path: Path):
-    from rooftui.sweeps.evaluate import Sweep
     from rooftui.sweeps.grid import load_grid
+    from rooftui.sweeps.kinds import evaluator_for
 
-    return Sweep(load_grid(grid_path))
+    return evaluator_for(load_grid(grid_path))
 
 
 def _dimensions(grid) -> str:
@@ -55,16 +55,25 @@ def _dimensions(grid) -> str:
 
 
 def _parameters_help() -> str:
-    from rooftui.sweeps.grid import PARAMETERS
+    from rooftui.sweeps.grid import KIND_PARAMETERS, PARAMETERS
 
-    lines = ["\b", "Grid spec (example: specs/grid.toml): name, kind = \"step\", profile,",
-             "skip_unsupported, [fixed] values, [axes] as lists or ranges",
-             "{ start, stop, scale = linear|log2|geometric, step | num },",
+    lines = ["\b", "Grid spec (example: specs/grid.toml): name, kind = \"step\" (or",
+             "\"simulate\", \"optimize\"), profile, skip_unsupported, [fixed] values, [axes]",
+             "as lists or ranges { start, stop, scale = linear|log2|geometric, step | num },",
              "[[zip]] axes = [...] to pair axes, [charts].", "", "\b",
-             "Grid parameters ([fixed] or [axes]; * only [fixed]):"]
+             "Grid parameters of kind \"step\" ([fixed] or [axes]; * only [fixed]):"]
     for name, p in PARAMETERS.items():
         default = "" if p.default is None else f" [default: {p.default}]"
         lines.append(f"  {name + ' *' * p.fixed_only:<20} {p.meaning}{default}")
+    for kind in ("simulate", "optimize"):
+        point = "simulation" if kind == "simulate" else "max batch and budget under an SLO"
+        lines += ["", "\b", f"Kind \"{kind}\" (one {point} per point): GPU, model, dtypes and",
+                  "profile values as above, and:"]
+        for name, p in KIND_PARAMETERS[kind].items():
+            if name in PARAMETERS:
+                continue
+            default = "" if p.default in (None, "") else f" [default: {p.default!r}]"
+            lines.append(f"  {name:<20} {p.meaning}{default}")
     return "\n".join(lines)
 
 

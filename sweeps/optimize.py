@@ -1,0 +1,813 @@
+"""The search behind `sweep optimize`: the (max batch, token budget) that sustains the highest
+request rate with a TTFT/TPOT objective met, and why every other candidate lost.
+
+A candidate is a max batch B and a token budget T (the chunked policy's tokens per step,
+shared with the decodes; with `policy = "continuous"` a cap on decodes plus whole prompts).
+Each goes through two passes.
+
+1. **Analytic** (the step model, no simulation), on the N requests the simulations use:
+   - `budget_below_batch`: a chunked budget below B (decodes take one token each first);
+   - `kv_too_small`: a request's prompt plus output does not fit the KV cache at all;
+   - `unloaded`: even alone on the server the requests miss the objective: each request's
+     TTFT is at least its prompt's prefill with the whole budget (pieces of T tokens, no
+     decodes), its TPOT at least a batch-1 decode step at its mean context, so if these
+     lower bounds already miss the objective no rate meets it;
+   - `kv_capacity` (dominated): the KV cache holds fewer sequences of the mean length
+     than B, so the max batch is never reached and a smaller one behaves the same;
+   - `decode_tpot` (dominated): B is above `max_batch_for_tpot` of `evaluate_step` (the
+     largest decode batch whose step at the mean context fits the TPOT objective): once the
+     batch fills, every token is late, and the max batch the TPOT allows sustains as much;
+   - `below_ridge` (dominated, chunked): the full mixed step (B decodes, T - B prefill
+     tokens) is so far below the ridge that doubling the budget costs at most
+     `RIDGE_SLACK` more step time: the larger chunk prefills twice as much per step for
+     the same TPOT (the seed's "chunk above the ridge").
+   The pass also predicts the saturated request rate with a fluid model of the policy
+   (`Server.saturated`): every step holds the average composition of decodes and prefill
+   (whole prompts in integer numbers per step, or pieces when prompts span several steps),
+   slots are bound by B and by the KV cache, tokens by the budget. With fixed lengths and
+   closed arrivals it matches the simulator within a few per cent
+   (tests/unit/test_optimize.py).
+
+2. **Simulated** (`rooftui.core.scheduler.simulate`, the `sweep simulate` engine): the
+   capacity is the request throughput with closed arrivals (every request waiting: the
+   most the configuration can serve, never sustained itself); the sustained rate is found
+   by halving down from it to the first rate that meets the objective, then bisection on
+   the logarithm of the rate until the bracket is within the tolerance; the answer is the
+   highest rate seen meeting the objective. A candidate within two tolerances of its
+   capacity is `saturated` (throughput, not the objective, limits it: with few requests
+   the queue near full load has no time to build, so use more requests to tell them
+   apart); one that misses the objective even at capacity / `LOWEST_RATE_FACTOR` is
+   `slo_unmet`.
+
+The objective (`Objective`): TTFT <= S1 and TPOT <= S2, with either a quantile (p50, p90 or
+p99 of each within its bound) or an attainment (the share of requests meeting both; 0.9
+when neither is given); both when both are given. Goodput is the output tokens of the
+requests meeting both, per second.
+
+Determinism: every simulation of a search uses the same seed, so the requests' lengths are
+the same at every rate and the arrival gaps scale with 1/rate (common random numbers), and a
+search is reproducible bit for bit. Monotonicity: the bisection only moves up on a rate that
+meets the objective, its first bracket does not depend on the objective, and a looser
+objective passes every rate a stricter one passes (the simulations are the same), so a
+looser objective never gives a lower sustained rate; the analytic rejections only shrink as
+the objective loosens. A reported rate can be replayed with `sweep simulate --arrival
+<arrival>` (the `arrival` of the candidate) and gives the same metrics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from rooftui.core.arrivals import parse_arrivals
+from rooftui.core.errors import SpecError
+from rooftui.core.point import PointConfig, evaluate_point
+from rooftui.core.scheduler import (
+    SchedulerConfig,
+    Simulation,
+    StepCosts,
+    request_metrics,
+    simulate,
+    summarize,
+)
+from rooftui.core.workloads import Requests, Workload
+
+QUANTILES = (0.5, 0.9, 0.99)  # the percentiles `sweep simulate` reports
+DEFAULT_ATTAINMENT = 0.9
+DEFAULT_REQUESTS = 1000
+DEFAULT_TOLERANCE = 0.02
+LOWEST_RATE_FACTOR = 64  # the bisection's floor: the capacity over this
+RIDGE_SLACK = 0.01  # doubling the budget for at most 1 % more step time: below the ridge
+ARRIVALS = ("poisson", "gamma", "trace")
+OPTIMIZE_POLICIES = ("chunked", "continuous")
+SIMULATIONS_KEPT = 24  # simulations a Server keeps (about 1-2 MB each)
+
+STATUSES = ("sustained", "infeasible", "dominated")
+# code -> (status, in words, a letter for tables); the sentence with numbers is
+# Candidate.detail
+REASONS = {
+    "": ("sustained", "sustained", ""),
+    "budget_below_batch": ("infeasible", "budget below the max batch", "b"),
+    "kv_too_small": ("infeasible", "a request exceeds the KV cache", "K"),
+    "unloaded": ("infeasible", "misses the objective even unloaded", "u"),
+    "kv_capacity": ("dominated", "max batch above what the KV cache holds", "k"),
+    "decode_tpot": ("dominated", "decode step over the TPOT objective", "t"),
+    "below_ridge": ("dominated", "budget below the ridge", "r"),
+    "slo_unmet": ("infeasible", "misses the objective at every rate", "s"),
+}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms" if seconds < 1 else f"{seconds:,.2f} s"
+
+
+@dataclass(frozen=True)
+class Objective:
+    """The SLO: TTFT <= ttft_s and TPOT <= tpot_s (seconds), for a quantile of each and/or a
+    share of requests meeting both (attainment; 0.9 when neither is given)."""
+
+    ttft_s: float
+    tpot_s: float
+    quantile: float | None = None
+    attainment: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_s", "tpot_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise SpecError(f"the {name[:4].upper()} objective must be > 0 seconds, "
+                                f"got {value!r}")
+        if self.quantile is not None and self.quantile not in QUANTILES:
+            raise SpecError(f"the quantile must be one of {', '.join(map(str, QUANTILES))} "
+                            f"(the percentiles `sweep simulate` reports), got {self.quantile!r}")
+        if self.attainment is not None and not 0 < self.attainment <= 1:
+            raise SpecError(f"the attainment must be in (0, 1], got {self.attainment!r}")
+
+    @property
+    def share(self) -> float | None:
+        """The share of requests that must meet both bounds (None: quantile only)."""
+        if self.attainment is None and self.quantile is None:
+            return DEFAULT_ATTAINMENT
+        return self.attainment
+
+    def met_by(self, ttft: np.ndarray, tpot: np.ndarray) -> bool:
+        """Whether requests with these TTFTs and TPOTs (NaN: a one-token output, which has
+        no TPOT) meet the objective; quantiles as `sweep simulate` computes them
+        (linear interpolation)."""
+        ttft, tpot = np.asarray(ttft, np.float64), np.asarray(tpot, np.float64)
+        if self.quantile is not None:
+            if np.percentile(ttft, 100 * self.quantile) > self.ttft_s:
+                return False
+            timed = tpot[~np.isnan(tpot)]
+            if timed.size and np.percentile(timed, 100 * self.quantile) > self.tpot_s:
+                return False
+        share = self.share
+        if share is not None:
+            met = (ttft <= self.ttft_s) & ~(tpot > self.tpot_s)
+            return bool(met.mean() >= share)
+        return True
+
+    def describe(self) -> str:
+        bounds = f"TTFT ≤ {_ms(self.ttft_s)} and TPOT ≤ {_ms(self.tpot_s)}"
+        parts = []
+        if self.quantile is not None:
+            parts.append(f"p{round(self.quantile * 100)} {bounds}")
+        if self.share is not None:
+            parts.append(f"{self.share:.0%} of requests with {bounds}")
+        return " and ".join(parts)
+
+    def to_json(self) -> dict:
+        return {"slo_ttft_s": self.ttft_s, "slo_tpot_s": self.tpot_s,
+                "quantile": self.quantile, "attainment": self.share}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is served and how, apart from (B, T) and the rate: a configuration (GPU, model,
+    dtypes, tensor parallelism, profile; `config.price_per_gpu_hour` adds costs), a
+    workload, the policy, the arrival process (its rate is what the search finds) and the
+    simulation size."""
+
+    config: PointConfig
+    workload: Workload
+    policy: str = "chunked"
+    arrival: str = "poisson"  # poisson | gamma | trace
+    cv: float = 1.0  # gamma
+    kv_admission: str = "reserve"
+    block_size: int = 16
+    requests: int = DEFAULT_REQUESTS
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.policy not in OPTIMIZE_POLICIES:
+            raise SpecError(f"the optimizer searches a token budget: policy chunked or "
+                            f"continuous, got {self.policy!r}")
+        if self.arrival not in ARRIVALS:
+            raise SpecError(f"the optimizer searches a request rate: arrivals "
+                            f"{', '.join(ARRIVALS)}, got {self.arrival!r}")
+        if self.requests < 2:
+            raise SpecError(f"the search needs at least 2 requests, got {self.requests}")
+
+    @property
+    def gpus(self) -> int:
+        return int(self.config.tp)
+
+
+@dataclass(frozen=True)
+class Analytic:
+    """The analytic pass's numbers for one candidate (seconds, tokens, requests/s)."""
+
+    mean_input_tokens: float
+    mean_output_tokens: float
+    decode_context: float  # mean context of a decode step: input + output / 2
+    kv_capacity_tokens: int
+    kv_sequences: float  # sequences of the mean length the KV cache holds
+    max_batch_for_tpot: float  # from evaluate_step at the mean context
+    decode_step_s: float  # B decodes at the mean context
+    mixed_step_s: float  # B decodes + (T - B) prefill tokens (chunked), else = decode step
+    mixed_intensity: float  # FLOP/byte of that step
+    ridge: float  # FLOP/byte of the GPU
+    doubled_step_s: float  # the mixed step with budget 2T (NaN unless chunked)
+    ttft_unloaded_s: float  # the objective's quantile (or attainment level) of the lower bound
+    tpot_unloaded_s: float
+    analytic_capacity_rate: float  # requests/s at saturation, fluid model
+    analytic_step_s: float  # mean step time at saturation, fluid model
+
+
+@dataclass
+class Candidate:
+    max_batch: int
+    token_budget: int
+    reason: str  # a key of REASONS ("" when sustained)
+    detail: str  # the reason in words, with its numbers
+    analytic: Analytic | None
+    rate: float | None = None  # requests/s sustained
+    arrival: str | None = None  # `sweep simulate --arrival` at that rate
+    capacity_rate: float | None = None  # simulated, closed arrivals
+    saturated: bool = False  # met the objective even at the capacity
+    summary: dict | None = None  # `sweep simulate --json` metrics at the rate
+    simulations: int = 0  # simulations the search used (run, or shared with another)
+    gpus: int = 1
+    price_per_gpu_hour: float | None = None
+
+    @property
+    def status(self) -> str:
+        return REASONS[self.reason][0]
+
+    @property
+    def goodput_tokens_per_s(self) -> float | None:
+        return None if self.summary is None else self.summary["goodput_tokens_per_s"]
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float | None:
+        """Output tokens/s per GPU in steady state at the sustained rate: rate x mean
+        output tokens / GPUs (a finite run's own throughput also counts its drain)."""
+        if self.rate is None:
+            return None
+        return self.rate * self.analytic.mean_output_tokens / self.gpus
+
+    @property
+    def per_user_tokens_per_s(self) -> float | None:
+        """Decode speed a user sees: 1 / mean TPOT."""
+        if self.summary is None or self.summary["tpot_s"] is None:
+            return None
+        return 1.0 / self.summary["tpot_s"]["mean"]
+
+    @property
+    def cost_per_million_tokens(self) -> float | None:
+        """Price of the replica's GPUs per million output tokens served within the SLO."""
+        goodput = self.goodput_tokens_per_s
+        if self.price_per_gpu_hour is None or not goodput:
+            return None
+        return self.price_per_gpu_hour * self.gpus / 3600.0 / goodput * 1e6
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"max_batch": self.max_batch, "token_budget": self.token_budget,
+                               "status": self.status, "reason": self.reason or None,
+                               "detail": self.detail, "rate": self.rate}
+        if self.summary is not None:
+            out.update(self.metrics())
+        out["capacity_rate"] = self.capacity_rate
+        out["simulations"] = self.simulations
+        out["analytic"] = None if self.analytic is None else {
+            key: (None if isinstance(value, float) and not math.isfinite(value) else value)
+            for key, value in self.analytic.__dict__.items()}
+        return out
+
+    def row(self) -> dict[str, Any]:
+        """The candidate as one row of `candidate_columns` (NaN where not simulated)."""
+        s = self.summary or {}
+        nan = math.nan
+        row: dict[str, Any] = {
+            "status": self.status, "reason": self.reason,
+            "rate": nan if self.rate is None else self.rate,
+            "capacity_rate": nan if self.capacity_rate is None else self.capacity_rate,
+            "saturated": self.saturated, "simulations": self.simulations,
+            "goodput_tokens_per_s": s.get("goodput_tokens_per_s", nan),
+            "throughput_tokens_per_s": s.get("throughput_tokens_per_s", nan),
+            "tokens_per_s_per_gpu": _or_nan(self.tokens_per_s_per_gpu),
+            "per_user_tokens_per_s": _or_nan(self.per_user_tokens_per_s),
+            "slo_attainment": s.get("slo_attainment", nan),
+            "mean_batch": s.get("mean_batch", nan), "occupancy": s.get("occupancy", nan),
+        }
+        for metric in ("ttft", "tpot"):
+            statistics = s.get(f"{metric}_s") or {}
+            for statistic in STATISTICS:
+                row[f"{metric}_{statistic}_s"] = statistics.get(statistic, nan)
+        if self.price_per_gpu_hour is not None:
+            row["cost_per_million_tokens"] = _or_nan(self.cost_per_million_tokens)
+        for name in ANALYTIC_FIELDS:
+            row[name] = nan if self.analytic is None else getattr(self.analytic, name)
+        return row
+
+    def metrics(self) -> dict:
+        """The metrics at the sustained rate, as `best` lists them."""
+        s = self.summary
+        out = {"rate": self.rate, "arrival": self.arrival, "saturated": self.saturated,
+               "goodput_tokens_per_s": s["goodput_tokens_per_s"],
+               "throughput_tokens_per_s": s["throughput_tokens_per_s"],
+               "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+               "per_user_tokens_per_s": self.per_user_tokens_per_s,
+               "slo_attainment": s["slo_attainment"], "ttft_s": s["ttft_s"],
+               "tpot_s": s["tpot_s"], "mean_batch": s["mean_batch"],
+               "occupancy": s["occupancy"]}
+        if self.price_per_gpu_hour is not None:
+            out["cost_per_million_tokens"] = self.cost_per_million_tokens
+        return out
+
+
+ANALYTIC_FIELDS = tuple(f.name for f in fields(Analytic))
+STATISTICS = ("mean", "p50", "p90", "p99")
+
+
+def candidate_columns(priced: bool) -> dict[str, type]:
+    """The columns of `Candidate.row`, in order, with their numpy types (str: a name from
+    a fixed list, see `STATUSES` and `REASONS`)."""
+    columns: dict[str, type] = {"status": str, "reason": str, "rate": np.float64,
+                                "capacity_rate": np.float64, "saturated": np.bool_,
+                                "simulations": np.int64}
+    for name in ("goodput_tokens_per_s", "throughput_tokens_per_s", "tokens_per_s_per_gpu",
+                 "per_user_tokens_per_s", "slo_attainment", "mean_batch", "occupancy"):
+        columns[name] = np.float64
+    for metric in ("ttft", "tpot"):
+        for statistic in STATISTICS:
+            columns[f"{metric}_{statistic}_s"] = np.float64
+    if priced:
+        columns["cost_per_million_tokens"] = np.float64
+    for name in ANALYTIC_FIELDS:
+        columns[name] = np.int64 if name == "kv_capacity_tokens" else np.float64
+    return columns
+
+
+def candidates_frame(result: Result, priced: bool):
+    """The candidates as a polars DataFrame with the columns an `optimize` grid writes
+    (max_batch, token_budget, then `candidate_columns`): what the charts read."""
+    import polars as pl  # only when a frame is asked for
+
+    types = {str: pl.String, np.bool_: pl.Boolean, np.int64: pl.Int64, np.float64: pl.Float64}
+    schema = {"max_batch": pl.Int64, "token_budget": pl.Int64} | {
+        name: types[kind] for name, kind in candidate_columns(priced).items()}
+    rows = [{"max_batch": c.max_batch, "token_budget": c.token_budget, **c.row()}
+            for c in result.candidates]
+    return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(
+        schema=schema)
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+@dataclass
+class Result:
+    objective: Objective
+    candidates: list[Candidate]
+    best: Candidate | None
+    pareto: list[Candidate] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------
+# the served configuration: simulations and the analytic model, cached
+
+
+class Server:
+    """One `Problem`, simulated at any (B, T, rate) with its step costs built once;
+    simulations are kept (a few) and their summaries (all) so that searches over several
+    objectives share them."""
+
+    def __init__(self, problem: Problem, max_batch: int) -> None:
+        self.problem = problem
+        config = problem.config
+        self.inputs = config.step_inputs()
+        self.costs = StepCosts(self.inputs, config.assumptions, max_batch)
+        # the lengths every simulation uses (separate random streams: the same at any rate)
+        self._trace_rate: float | None = None  # requests/s of a trace replayed at speed 1
+        self.lengths = self._requests(self._spec(1.0))
+        self.closed = Requests(np.zeros(len(self.lengths)), self.lengths.input_tokens,
+                               self.lengths.output_tokens)
+        inputs = self.lengths.input_tokens.astype(np.float64)
+        outputs = self.lengths.output_tokens.astype(np.float64)
+        self.mean_input, self.mean_output = float(inputs.mean()), float(outputs.mean())
+        self.decode_context = self.mean_input + self.mean_output / 2
+        held = self.mean_input + self.mean_output * (
+            1.0 if problem.kv_admission == "reserve" else 0.5)
+        self.kv_sequences = self.costs.kv_capacity_tokens / held
+        self.longest = int(np.max(self.lengths.input_tokens + self.lengths.output_tokens))
+        # per request: a batch-1 decode at its mean context (its TPOT alone)
+        contexts = inputs + outputs / 2
+        window = self.costs.window
+        flops, nbytes = self.costs.decode_arrays(np.ones(contexts.size, np.int64), contexts,
+                                                 np.minimum(contexts, window))
+        self.tpot_alone = np.where(outputs > 1, self.costs.times(
+            flops, nbytes, np.ones(contexts.size)), np.nan)
+        if problem.arrival == "trace":
+            self._trace_rate = self._replay_rate()
+        self._simulations: OrderedDict[tuple, Simulation] = OrderedDict()
+        self._metrics: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._summaries: dict[tuple, dict] = {}
+        self._ttft_alone: dict[tuple, np.ndarray] = {}
+
+    # --- requests -----------------------------------------------------------------------
+    def _replay_rate(self) -> float:
+        times = self.lengths.arrival_s
+        if times[-1] <= times[0]:
+            raise SpecError("trace arrivals: the replayed requests all arrive at once; "
+                            "use more requests or another --arrival")
+        return float((times.size - 1) / (times[-1] - times[0]))
+
+    def _spec(self, rate: float) -> str:
+        p = self.problem
+        rate = float(rate)
+        if p.arrival == "poisson":
+            return f"poisson:rate={rate!r}"
+        if p.arrival == "gamma":
+            return f"gamma:rate={rate!r},cv={p.cv!r}"
+        speed = 1.0 if self._trace_rate is None else rate / self._trace_rate
+        return f"trace:speed={speed!r}"
+
+    def arrival_spec(self, rate: float) -> str:
+        """`sweep simulate --arrival` for `rate` requests/s."""
+        return self._spec(rate)
+
+    def _requests(self, spec: str) -> Requests:
+        p = self.problem
+        return p.workload.requests(p.requests, parse_arrivals(spec), p.seed)
+
+    # --- simulations --------------------------------------------------------------------
+    def scheduler(self, batch: int, budget: int) -> SchedulerConfig:
+        p = self.problem
+        return SchedulerConfig(policy=p.policy, max_batch=batch, token_budget=budget,
+                               kv_admission=p.kv_admission, block_size=p.block_size)
+
+    def simulation(self, batch: int, budget: int, spec: str) -> Simulation:
+        key = (batch, budget, spec)
+        if key in self._simulations:
+            self._simulations.move_to_end(key)
+            return self._simulations[key]
+        requests = self.closed if spec == "closed" else self._requests(spec)
+        config = self.problem.config
+        result = simulate(self.inputs, config.assumptions, self.scheduler(batch, budget),
+                          requests, self.costs)
+        self._simulations[key] = result
+        if len(self._simulations) > SIMULATIONS_KEPT:
+            self._simulations.popitem(last=False)
+        return result
+
+    def request_metrics(self, batch: int, budget: int, spec: str):
+        """(TTFT, TPOT) of every request, seconds."""
+        key = (batch, budget, spec)
+        if key not in self._metrics:
+            metrics = request_metrics(self.simulation(batch, budget, spec))
+            self._metrics[key] = (metrics["ttft_s"], metrics["tpot_s"])
+        return self._metrics[key]
+
+    def summary(self, batch: int, budget: int, spec: str, objective: Objective) -> dict:
+        """`sweep simulate --json`'s metrics with the objective's bounds."""
+        key = (batch, budget, spec, objective.ttft_s, objective.tpot_s)
+        if key not in self._summaries:
+            self._summaries[key] = summarize(self.simulation(batch, budget, spec),
+                                             objective.ttft_s, objective.tpot_s)
+        return self._summaries[key]
+
+    def capacity(self, batch: int, budget: int) -> float:
+        """Requests/s with every request waiting from the start (closed arrivals)."""
+        key = (batch, budget, "closed", None, None)
+        if key not in self._summaries:
+            self._summaries[key] = summarize(self.simulation(batch, budget, "closed"))
+        return self._summaries[key]["request_throughput"]
+
+    # --- the analytic model ---------------------------------------------------------------
+    def step_time(self, decodes: float, context: float,
+                  prefill: Sequence[tuple[float, float, float]] = ()) -> float:
+        """Seconds of a step with `decodes` sequences (a fraction interpolates between the
+        neighbouring whole batches' FLOPs and bytes, which are linear in the batch) at mean
+        context `context`, plus prefill chunks (tokens, cached, how many of them: a
+        fraction scales the chunk's FLOPs and bytes), from `StepCosts`' per-part sums."""
+        costs = self.costs
+        low = min(int(math.floor(decodes)), costs.max_batch)
+        high = min(low + 1, costs.max_batch)
+        weight = decodes - low
+        batches = np.array([low, high])
+        flops, nbytes = costs.decode_arrays(batches, batches * context,
+                                            batches * min(context, costs.window))
+        flops = [(1 - weight) * f[0] + weight * f[1] for f in flops]
+        nbytes = [(1 - weight) * b[0] + weight * b[1] for b in nbytes]
+        tokens = decodes
+        if prefill:
+            sizes, cached, counts = (np.array(column, np.float64) for column in zip(*prefill, strict=True))
+            chunk_flops, chunk_bytes = costs.chunk_arrays(sizes, cached)
+            flops = [f + np.dot(counts, c) for f, c in zip(flops, chunk_flops, strict=True)]
+            nbytes = [b + np.dot(counts, c) for b, c in zip(nbytes, chunk_bytes, strict=True)]
+            tokens += float(np.dot(counts, sizes))
+        parts = [np.atleast_1d(f) for f in flops], [np.atleast_1d(b) for b in nbytes]
+        return float(costs.times(*parts, np.array([round(tokens)]))[0])
+
+    def saturated(self, batch: int, budget: float) -> tuple[float, float]:
+        """(requests/s, mean step time) with every request waiting (closed arrivals): a
+        fluid model of the policy at the mean lengths.
+
+        Slots: min(B, the KV cache's sequences). A request holds a slot for its prefill
+        steps and its L - 1 decode steps; per step r requests finish and as many start, so
+        r (L - 1) decodes and r I prefill tokens run, within the budget (decodes first). A
+        prompt is prefilled whole in its first step when the budget leaves room
+        (continuous batching always), else in pieces of what the decodes leave (chunked),
+        which then fill every step that prefills. Whole prompts come one by one when the
+        lengths vary (requests finish at scattered steps): a step holds the two nearest
+        whole numbers of prompts in proportion. With one fixed length (a closed run in
+        lockstep: requests admitted together finish together) they come in bursts as large
+        as the free slots and the budget allow, the other steps decoding every slot."""
+        p = self.problem
+        prompt, later = self.mean_input, max(self.mean_output - 1.0, 0.0)
+        lockstep = (np.ptp(self.lengths.input_tokens) == 0
+                    and np.ptp(self.lengths.output_tokens) == 0)
+        slots = min(float(batch), math.floor(self.kv_sequences) if lockstep
+                    else self.kv_sequences)
+        if slots < 1:
+            return 0.0, math.nan
+        per_token_budget = budget / (prompt + later) if math.isfinite(budget) else math.inf
+        chunked = p.policy == "chunked"
+        prefill_steps = 1.0
+        for _ in range(50):  # fixed point: the prefill steps depend on the decodes
+            rate = min(slots / (later + prefill_steps), per_token_budget)
+            decodes = rate * later
+            if not chunked:
+                break
+            steps = max(1.0, prompt / max(budget - decodes, 1e-9))
+            if abs(steps - prefill_steps) <= 1e-9 * steps:
+                break
+            prefill_steps = steps
+        context = self.decode_context
+        budget_bound = rate >= per_token_budget * (1 - 1e-9)
+        if chunked and (budget_bound or prefill_steps > 1 or lockstep):
+            # every prefilling step spends what its decodes leave, on pieces of prompts;
+            # slot-bound, the other steps decode every slot
+            busy, busy_decodes, idle_decodes = 1.0, decodes, decodes
+            for _ in range(50):
+                share = budget - busy_decodes
+                if budget_bound:
+                    break
+                busy = min(1.0, rate * prompt / share)
+                settled = slots - (slots - decodes) / busy
+                if abs(settled - busy_decodes) <= 1e-9 * slots:
+                    break
+                busy_decodes, idle_decodes = settled, slots
+            piece = min(share, prompt)
+            pieces = [(min(piece, prompt - start), start, share / prompt)
+                      for start in np.arange(0.0, prompt, piece)]
+            time = busy * self.step_time(busy_decodes, context, pieces)
+            if busy < 1:
+                time += (1 - busy) * self.step_time(idle_decodes, context)
+        elif lockstep:
+            burst = slots  # continuous without a cap: every slot refilled at once
+            if math.isfinite(budget):
+                for _ in range(50):  # the burst's decodes leave the rest of the budget
+                    fits = max(1.0, math.floor((budget - (slots - burst)) / prompt))
+                    if fits == burst:
+                        break
+                    burst = min(fits, slots)
+            busy = rate / burst
+            time = (busy * self.step_time(slots - burst, context, [(prompt, 0.0, burst)])
+                    + (1 - busy) * self.step_time(slots, context))
+        else:
+            whole = math.floor(rate)
+            fraction = rate - whole
+            time = sum(share * self.step_time(decodes, context,
+                                              [(prompt, 0.0, count)] if count else ())
+                       for count, share in ((whole, 1 - fraction), (whole + 1, fraction))
+                       if share > 0)
+        return rate / time, time
+
+    def ttft_alone(self, budget: int) -> np.ndarray:
+        """Each request's prefill alone on the server (pieces of the budget, chunked; the
+        whole prompt in one step, continuous): a lower bound on its TTFT."""
+        key = (budget,)
+        if key not in self._ttft_alone:
+            step = self.costs.time
+            lengths = np.unique(self.lengths.input_tokens)
+            chunked = self.problem.policy == "chunked"
+            alone = {}
+            for prompt in lengths.tolist():
+                size = budget if chunked else prompt
+                alone[prompt] = sum(step(0, 0.0, 0.0, [(min(size, prompt - start), start)])
+                                    for start in range(0, prompt, size))
+            self._ttft_alone[key] = np.array([alone[i] for i in
+                                              self.lengths.input_tokens.tolist()])
+        return self._ttft_alone[key]
+
+    def analytic(self, batch: int, budget: int, objective: Objective) -> tuple[Analytic, str, str]:
+        """The analytic pass: its numbers, and the first reason to reject (code, words)."""
+        p = self.problem
+        chunked = p.policy == "chunked"
+        context = self.decode_context
+        # the core's decode step and max batch within the TPOT objective, at the mean context
+        point = p.config.with_changes(batch=batch, context=max(1, round(context)),
+                                      tpot_budget=objective.tpot_s)
+        decode = evaluate_point(point)
+        chunk = max(budget - batch, 0) if chunked else 0
+        mixed = evaluate_point(point.with_changes(prefill=chunk)) if chunk else decode
+        doubled = (evaluate_point(point.with_changes(prefill=2 * budget - batch))["step_time_s"]
+                   if chunked and budget >= batch else math.nan)
+        ttft_alone = self.ttft_alone(budget)
+        level = objective.quantile if objective.quantile is not None else objective.share
+        capacity, step = self.saturated(batch, budget)
+        numbers = Analytic(
+            mean_input_tokens=self.mean_input, mean_output_tokens=self.mean_output,
+            decode_context=context,
+            kv_capacity_tokens=self.costs.kv_capacity_tokens, kv_sequences=self.kv_sequences,
+            max_batch_for_tpot=float(decode["max_batch_for_tpot"]),
+            decode_step_s=decode["step_time_s"], mixed_step_s=mixed["step_time_s"],
+            mixed_intensity=mixed["intensity"], ridge=mixed["ridge"], doubled_step_s=doubled,
+            ttft_unloaded_s=float(np.percentile(ttft_alone, 100 * level)),
+            tpot_unloaded_s=float(np.nanpercentile(self.tpot_alone, 100 * level))
+            if np.isfinite(self.tpot_alone).any() else math.nan,
+            analytic_capacity_rate=capacity, analytic_step_s=step)
+        return numbers, *self._reject(batch, budget, objective, numbers, ttft_alone)
+
+    def _reject(self, batch, budget, objective, a: Analytic, ttft_alone) -> tuple[str, str]:
+        chunked = self.problem.policy == "chunked"
+        if chunked and budget < batch:
+            return "budget_below_batch", (f"a chunked budget of {budget:,} tokens is below the "
+                                          f"max batch {batch:,}: decodes take a token each")
+        if self.longest > self.costs.kv_capacity_tokens:
+            return "kv_too_small", (f"a request of {self.longest:,} tokens does not fit the KV "
+                                    f"cache ({self.costs.kv_capacity_tokens:,} tokens)")
+        if not objective.met_by(ttft_alone, self.tpot_alone):
+            return "unloaded", (f"even alone on the server the requests miss {objective.describe()}"
+                                f" (unloaded TTFT {_ms(a.ttft_unloaded_s)}, TPOT "
+                                f"{_ms(a.tpot_unloaded_s)} at that level)")
+        if batch > a.kv_sequences:
+            return "kv_capacity", (f"the KV cache holds about {a.kv_sequences:,.0f} sequences "
+                                   f"of the mean length ({a.mean_input_tokens + a.mean_output_tokens:,.0f} "
+                                   f"tokens): a max batch of {batch:,} is never reached")
+        if batch > a.max_batch_for_tpot:
+            return "decode_tpot", (f"a decode step of {batch:,} sequences at context "
+                                   f"{a.decode_context:,.0f} takes {_ms(a.decode_step_s)}, over "
+                                   f"the TPOT objective {_ms(objective.tpot_s)}; at most "
+                                   f"{a.max_batch_for_tpot:,.0f} fit it")
+        if chunked and a.doubled_step_s <= (1 + RIDGE_SLACK) * a.mixed_step_s:
+            return "below_ridge", (f"below the ridge: the step with {budget - batch:,} prefill "
+                                   f"tokens runs at {a.mixed_intensity:,.0f} FLOP/B (ridge "
+                                   f"{a.ridge:,.0f}); a budget of {2 * budget:,} costs "
+                                   f"{_ms(a.doubled_step_s)} against {_ms(a.mixed_step_s)} and "
+                                   "prefills twice as much")
+        return "", ""
+
+
+# ---------------------------------------------------------------------------------------
+# the search
+
+
+def evaluate_candidate(server: Server, objective: Objective, batch: int, budget: int,
+                       tolerance: float = DEFAULT_TOLERANCE) -> Candidate:
+    """One (B, T): the analytic pass, then the capacity and the rate bisection."""
+    if not 0 < tolerance < 1:
+        raise SpecError(f"the rate tolerance must be in (0, 1), got {tolerance!r}")
+    p = server.problem
+    analytic, reason, detail = server.analytic(batch, budget, objective)
+    candidate = Candidate(max_batch=batch, token_budget=budget, reason=reason, detail=detail,
+                          analytic=analytic, gpus=p.gpus,
+                          price_per_gpu_hour=p.config.price_per_gpu_hour)
+    if reason:
+        return candidate
+
+    queried: set[float] = set()
+
+    def meets(rate: float) -> bool:
+        queried.add(rate)
+        return objective.met_by(*server.request_metrics(batch, budget,
+                                                        server.arrival_spec(rate)))
+
+    capacity = server.capacity(batch, budget)
+    candidate.capacity_rate = capacity
+    rate = _sustained_rate(capacity, meets, tolerance)
+    candidate.saturated = rate is not None and rate * (1 + tolerance) ** 2 >= capacity
+    candidate.simulations = 1 + len(queried)  # the capacity's and the rates'
+    if rate is None:
+        low = capacity / LOWEST_RATE_FACTOR
+        summary = server.summary(batch, budget, server.arrival_spec(low), objective)
+        candidate.reason = "slo_unmet"
+        candidate.detail = (f"misses {objective.describe()} even at {low:,.3g} req/s "
+                            f"(capacity {capacity:,.3g} req/s / {LOWEST_RATE_FACTOR}): "
+                            f"TTFT p90 {_ms(summary['ttft_s']['p90'])}, TPOT p90 "
+                            f"{_ms(summary['tpot_s']['p90']) if summary['tpot_s'] else '—'}, "
+                            f"{summary['slo_attainment']:.0%} meet both")
+        return candidate
+    candidate.rate = rate
+    candidate.arrival = server.arrival_spec(rate)
+    candidate.summary = server.summary(batch, budget, candidate.arrival, objective)
+    return candidate
+
+
+def _sustained_rate(capacity: float, meets: Callable[[float], bool],
+                    tolerance: float) -> float | None:
+    """The highest rate below `capacity` found to meet the objective, or None.
+
+    Halving down from the capacity (which is never sustained: an open queue at full
+    utilisation does not settle) to the first rate that meets it, at most down to
+    capacity / LOWEST_RATE_FACTOR, then bisection on the logarithm of the rate until the
+    bracket is within `tolerance`. Every query that meets the objective moves the answer
+    up and the next query depends only on the answers, so an objective that every rate a
+    stricter one meets also meets never gets a lower answer. High rates first: they are
+    the cheap simulations (full batches, fewer steps)."""
+    high, low = capacity, capacity / 2
+    while not meets(low):
+        high, low = low, low / 2
+        if low < capacity / LOWEST_RATE_FACTOR * (1 - 1e-12):
+            return None
+    while high / low > 1 + tolerance:
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if meets(middle) else (low, middle)
+    return low
+
+
+def _rank(candidate: Candidate) -> tuple:
+    """Highest rate first, then goodput; ties to the smaller batch and budget."""
+    return (-candidate.rate, -candidate.goodput_tokens_per_s, candidate.max_batch,
+            candidate.token_budget)
+
+
+def pareto_frontier(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The sustained candidates no other beats in both tokens/s per GPU and tokens/s per
+    user, by increasing tokens/s per user."""
+    ranked = sorted((c for c in candidates if c.status == "sustained"
+                     and c.per_user_tokens_per_s is not None),
+                    key=lambda c: (-c.per_user_tokens_per_s, -c.tokens_per_s_per_gpu))
+    frontier: list[Candidate] = []
+    for candidate in ranked:
+        if not frontier or candidate.tokens_per_s_per_gpu > frontier[-1].tokens_per_s_per_gpu:
+            frontier.append(candidate)
+    return frontier[::-1]
+
+
+def optimize(problem: Problem, objective: Objective, batches: Sequence[int],
+             budgets: Sequence[int], tolerance: float = DEFAULT_TOLERANCE,
+             on_candidate: Callable[[Candidate], None] | None = None,
+             workers: int = 1) -> Result:
+    """Every (B, T) of batches x budgets (in that order in the result; `on_candidate` hears
+    of each as it is done), the best and the frontier. `workers` > 1 evaluates candidates
+    in that many processes; the result is the same."""
+    batches, budgets = _candidates(batches, "max batch"), _candidates(budgets, "token budget")
+    pairs = [(batch, budget) for batch in batches for budget in budgets]
+    arguments = (problem, objective, max(batches), tolerance)
+    candidates: list[Candidate | None] = [None] * len(pairs)
+    if workers > 1 and len(pairs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() \
+            else "spawn"
+        with ProcessPoolExecutor(max_workers=min(workers, len(pairs)),
+                                 mp_context=multiprocessing.get_context(method),
+                                 initializer=_start_worker, initargs=arguments) as pool:
+            futures = {pool.submit(_candidate_in_worker, pair): index
+                       for index, pair in enumerate(pairs)}
+            try:
+                for future in as_completed(futures):
+                    candidates[futures[future]] = future.result()
+                    if on_candidate is not None:
+                        on_candidate(candidates[futures[future]])
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    else:
+        server = Server(problem, max(batches))
+        for index, pair in enumerate(pairs):
+            candidates[index] = evaluate_candidate(server, objective, *pair, tolerance)
+            if on_candidate is not None:
+                on_candidate(candidates[index])
+    return summarize_search(objective, candidates)
+
+
+_WORKER: tuple[Server, Objective, float] | None = None  # a worker process's search
+
+
+def _start_worker(problem: Problem, objective: Objective, max_batch: int,
+                  tolerance: float) -> None:
+    global _WORKER
+    _WORKER = (Server(problem, max_batch), objective, tolerance)
+
+
+def _candidate_in_worker(pair: tuple[int, int]) -> Candidate:
+    server, objective, tolerance = _WORKER
+    return evaluate_candidate(server, objective, *pair, tolerance)
+
+
+def summarize_search(objective: Objective, candidates: list[Candidate]) -> Result:
+    sustained = [c for c in candidates if c.status == "sustained"]
+    best = min(sustained, key=_rank) if sustained else None
+    return Result(objective=objective, candidates=candidates, best=best,
+                  pareto=pareto_frontier(candidates))
+
+
+def _candidates(values: Sequence[int], what: str) -> list[int]:
+    values = list(dict.fromkeys(int(v) for v in values))
+    if not values:
+        raise SpecError(f"give at least one {what}")
+    if min(values) < 1:
+        raise SpecError(f"a {what} must be >= 1, got {min(values)}")
+    return values
+
