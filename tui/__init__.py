@@ -1,0 +1,1 @@
+"""rooftui.tui: the Textual app `rooftui` (the Explorer and the Results view)."""

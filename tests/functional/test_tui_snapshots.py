@@ -1,0 +1,42 @@
+"""SVG snapshots of the main screens (pytest-textual-snapshot). After an intended change
+of the layout, look at the report's diff, then regenerate:
+
+    python -m pytest tests/functional/test_tui_snapshots.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+from test_tui_support import settle, wait_for_explorer, wait_for_results, write_results_dir
+
+from rooftui.tui.app import RooftuiApp
+
+
+def test_explorer_at_80x24(snap_compare):
+    assert snap_compare(RooftuiApp(), terminal_size=(80, 24), run_before=wait_for_explorer)
+
+
+def test_explorer_at_200x50(snap_compare):
+    assert snap_compare(RooftuiApp(), terminal_size=(200, 50), run_before=wait_for_explorer)
+
+
+def test_explorer_throughput_after_batch_steps(snap_compare):
+    async def run_before(pilot):
+        await wait_for_explorer(pilot)
+        await pilot.press(*["right_square_bracket"] * 6, "v")  # batch 64, next view
+        await settle(pilot)
+
+    assert snap_compare(RooftuiApp(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_help(snap_compare):
+    async def run_before(pilot):
+        await wait_for_explorer(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+
+    assert snap_compare(RooftuiApp(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_results_at_120x30(snap_compare, tmp_path):
+    app = RooftuiApp(write_results_dir(tmp_path))
+    assert snap_compare(app, terminal_size=(120, 30), run_before=wait_for_results)

@@ -1,0 +1,141 @@
+"""`rooftui [RESULTS_DIR]`: the Explorer, and the Results view of a sweep's output.
+
+A thin App: the screens do the work. Start-up imports only what the Explorer needs;
+the Results view (polars) and export (altair) load when first used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from rooftui.core.errors import SpecError
+from rooftui.tui.keys import COMMON_BINDINGS
+from rooftui.tui.screens.explorer import ExplorerScreen
+from rooftui.tui.settings import ExplorerSettings
+
+DEFAULT_OUTPUT_DIR = Path("outputs")
+
+
+class RooftuiApp(App):
+    TITLE = "rooftui"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
+    BINDINGS = COMMON_BINDINGS
+
+    def __init__(self, results_dir: Path | None = None, *,
+                 settings: ExplorerSettings | None = None,
+                 output_dir: Path = DEFAULT_OUTPUT_DIR, hires: str = "halfblock") -> None:
+        super().__init__()
+        self.results_dir = results_dir
+        self.output_dir = output_dir
+        self._settings = settings or ExplorerSettings()
+        self._hires = hires
+
+    def on_mount(self) -> None:
+        self.install_screen(ExplorerScreen(self._settings, hires=self._hires), "explorer")
+        self.push_screen("explorer")
+        if self.results_dir is not None:
+            self.open_results()
+        # What exists once the first screen is up (modules, widgets, styles) lives as
+        # long as the app: frozen, the collector's full passes skip it. Unfrozen, each
+        # takes ~60 ms at 200×50, every few key presses.
+        self.call_after_refresh(gc.freeze)
+
+    @property
+    def explorer(self) -> ExplorerScreen:
+        return self.get_screen("explorer")
+
+    def open_results(self) -> None:
+        """Show the Results view (created on first use: that is when polars loads)."""
+        if not self.is_screen_installed("results"):
+            from rooftui.tui.screens.results import ResultsScreen
+
+            self.install_screen(ResultsScreen(self.results_dir, hires=self._hires), "results")
+        self.push_screen("results")
+
+    def open_in_explorer(self, settings: ExplorerSettings) -> None:
+        """Back from the Results view to the Explorer, showing `settings`."""
+        while self.screen is not self.explorer:
+            self.pop_screen()
+        self.explorer.open_settings(settings)
+
+    def action_help(self) -> None:
+        from rooftui.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The palette (ctrl+p) lists every key binding of the screen by its description,
+        next to Textual's own commands."""
+        yield from super().get_system_commands(screen)
+        seen = set()
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if not binding.id or binding.id in seen or not active.enabled:
+                continue
+            seen.add(binding.id)
+            yield SystemCommand(
+                binding.description,
+                f"key {self.get_key_display(binding)} · {binding.id}",
+                partial(self.run_action, binding.action, active.node))
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="rooftui",
+        description="Explore one LLM serving step on the roofline, live; with RESULTS_DIR, "
+                    "browse a sweep's results (`sweep run` output) and open any row in the "
+                    "Explorer. Keys: ? for help, ctrl+p for every action, q to quit.")
+    parser.add_argument("results_dir", nargs="?", type=Path, metavar="RESULTS_DIR",
+                        help="a `sweep run` output directory (manifest.json, points/*.parquet)")
+    parser.add_argument("--gpu", default=ExplorerSettings.gpu, help="start on this GPU")
+    parser.add_argument("--model", default=ExplorerSettings.model,
+                        help="start on this model")
+    parser.add_argument("--batch", type=int, default=ExplorerSettings.batch,
+                        help="start with this many decode sequences [default: 1]")
+    parser.add_argument("--context", type=int, default=ExplorerSettings.context,
+                        help="start with this many tokens cached per sequence "
+                             "[default: 1024]")
+    parser.add_argument("--plot", choices=("halfblock", "braille", "quadrant"),
+                        default="halfblock",
+                        help="characters the plots are drawn with (braille needs a font "
+                             "that has it) [default: halfblock]")
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR,
+                        help="where exports are written [default: outputs/]")
+    return parser.parse_args(argv)
+
+
+def check_results_dir(path: Path) -> None:
+    if not path.is_dir():
+        raise SpecError(f"results directory not found: {path}")
+    if not any((path / "points").glob("*.parquet")):
+        raise SpecError(f"{path} holds no sweep results (expected points/*.parquet, "
+                        "as `sweep run` writes)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: bad arguments are one line on stderr and exit status 2."""
+    args = parse_arguments(argv)
+    try:
+        settings = ExplorerSettings(gpu=args.gpu, model=args.model, batch=args.batch,
+                                    context=args.context)
+        settings.config()  # refuse unknown names or bad numbers before the screen opens
+        if args.results_dir is not None:
+            check_results_dir(args.results_dir)
+    except SpecError as error:
+        sys.stderr.write(f"rooftui: error: {error}\n")
+        sys.exit(2)
+    RooftuiApp(args.results_dir, settings=settings, output_dir=args.output_dir,
+               hires=args.plot).run()
+
+
+if __name__ == "__main__":
+    main()

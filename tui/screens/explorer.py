@@ -1,0 +1,217 @@
+"""The Explorer: change one thing about a serving step and see at once where its time goes.
+
+Every valid change starts a recomputation in a worker thread (exclusive, so an older one
+is cancelled) and the result comes back as a message. Each request carries a generation
+number and only the latest generation is drawn, so a slow, stale result never lands
+last. The UI thread only draws.
+
+Layout: the controls on the left, the key figures on top, then the roofline, the
+throughput curve and the breakdown: side by side when the terminal is large, one at a
+time with tabs (`v` cycles) when it is small (80×24).
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Tab, Tabs
+from textual.worker import get_current_worker
+
+from rooftui.core.errors import SpecError
+from rooftui.tui.figures import ExplorerFigures, compute_figures
+from rooftui.tui.keys import COMMON_BINDINGS
+from rooftui.tui.settings import ExplorerSettings
+from rooftui.tui.widgets.breakdown import Breakdown
+from rooftui.tui.widgets.controls import Controls
+from rooftui.tui.widgets.key_figures import KeyFigures
+from rooftui.tui.widgets.roofline_plot import RooflinePlot
+from rooftui.tui.widgets.throughput_plot import ThroughputPlot
+
+PANELS = (("roofline", "Roofline"), ("throughput", "Throughput"), ("breakdown", "Breakdown"))
+# At least this many cells show every panel at once; below, one panel at a time.
+WIDE_COLUMNS, WIDE_ROWS = 140, 36
+
+
+BATCH_KEYS = Binding.Group("batch", compact=True)  # ] ×2, [ ÷2
+CONTEXT_KEYS = Binding.Group("context", compact=True)  # } ×2, { ÷2
+
+
+class ExplorerScreen(Screen):
+    # `[` `]` `{` `}` never occur in a number, so they act even while a field has focus.
+    BINDINGS = [
+        *COMMON_BINDINGS,
+        Binding("right_square_bracket", "scale('batch', 2)", "Batch ×2", id="batch-double",
+                priority=True, group=BATCH_KEYS),
+        Binding("left_square_bracket", "scale('batch', 0.5)", "Batch ÷2", id="batch-halve",
+                priority=True, group=BATCH_KEYS),
+        Binding("right_curly_bracket", "scale('context', 2)", "Context ×2",
+                id="context-double", priority=True, group=CONTEXT_KEYS),
+        Binding("left_curly_bracket", "scale('context', 0.5)", "Context ÷2",
+                id="context-halve", priority=True, group=CONTEXT_KEYS),
+        Binding("v", "next_panel", "View", id="next-view"),
+        Binding("e", "export", "Export", id="export"),
+        Binding("o", "open_results", "Results", id="open-results"),
+    ]
+
+    class Computed(Message):
+        """A worker's result for request `generation`."""
+
+        def __init__(self, generation: int, figures: ExplorerFigures) -> None:
+            super().__init__()
+            self.generation = generation
+            self.figures = figures
+
+    class Refused(Message):
+        """The core refused the configuration of request `generation` (a SpecError)."""
+
+        def __init__(self, generation: int, reason: str) -> None:
+            super().__init__()
+            self.generation = generation
+            self.reason = reason
+
+    def __init__(self, settings: ExplorerSettings | None = None, *,
+                 hires: str = "halfblock") -> None:
+        super().__init__(id="explorer")
+        self.settings = settings or ExplorerSettings()
+        self.figures: ExplorerFigures | None = None
+        self._hires = hires
+        self._generation = 0
+        self._drawn: dict[str, ExplorerFigures] = {}  # panel -> the figures it shows
+        self._controls_behind = False  # fields to update when the figures land
+        self._panel = PANELS[0][0]
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="explorer-body"):
+            yield Controls(self.settings, id="controls")
+            with Vertical(id="figures"):
+                yield KeyFigures(id="key-figures")
+                yield Tabs(*(Tab(label, id=f"tab-{name}") for name, label in PANELS),
+                           id="panel-tabs")
+                with Container(id="panels"):
+                    yield RooflinePlot(hires=self._hires, id="roofline")
+                    yield ThroughputPlot(hires=self._hires, id="throughput")
+                    yield Breakdown(id="breakdown")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._show_panel(self._panel)
+        self.request_figures()
+
+    def on_resize(self) -> None:
+        wide = self.size.width >= WIDE_COLUMNS and self.size.height >= WIDE_ROWS
+        self.set_class(wide, "-wide")
+        self.refresh_bindings()
+        self._draw_visible_panels()
+
+    # --- recomputation ----------------------------------------------------------------
+    def request_figures(self) -> None:
+        self._generation += 1
+        self._compute(self.settings, self._generation)
+
+    @work(thread=True, exclusive=True, group="explorer-compute")
+    def _compute(self, settings: ExplorerSettings, generation: int) -> None:
+        try:
+            figures = compute_figures(settings)
+        except SpecError as error:
+            self.post_message(self.Refused(generation, str(error)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.Computed(generation, figures))
+
+    def on_explorer_screen_computed(self, message: Computed) -> None:
+        if message.generation != self._generation:
+            return  # a newer request is on its way
+        self.figures = message.figures
+        self._catch_up_controls()
+        self.query_one(KeyFigures).show_report(self.figures.report)
+        self._draw_visible_panels()
+        warnings = "; ".join(self.figures.report["warnings"])
+        self.query_one(Controls).show_message(warnings, style="yellow")
+
+    def _draw_visible_panels(self) -> None:
+        """Draw the figures into the panels on screen; a hidden panel is drawn when it is
+        shown (touching it would cost a frame its time, and it re-maps the screen)."""
+        if self.figures is None:
+            return
+        for name, _ in PANELS:
+            shown = self.has_class("-wide") or name == self._panel
+            if shown and self._drawn.get(name) is not self.figures:
+                self.query_one(f"#{name}").show_figures(self.figures)
+                self._drawn[name] = self.figures
+
+    def on_explorer_screen_refused(self, message: Refused) -> None:
+        if message.generation == self._generation:
+            self._catch_up_controls()
+            self.query_one(Controls).show_message(
+                f"{message.reason} (figures show the last valid configuration)")
+
+    # --- changes ------------------------------------------------------------------------
+    def on_controls_changed(self, message: Controls.Changed) -> None:
+        self.settings = message.settings
+        self.request_figures()
+
+    def open_settings(self, settings: ExplorerSettings) -> None:
+        """Show another configuration (from the Results view) and recompute."""
+        self.settings = settings
+        self.query_one(Controls).show(settings)
+        self.request_figures()
+
+    def action_scale(self, key: str, factor: float) -> None:
+        """Batch or context ×2 / ÷2. The field shows the new value with the figures it
+        gives (one frame for both: the fastest way to the screen)."""
+        value = max(1, round(getattr(self.settings, key) * factor))
+        self.settings = self.settings.with_changes(**{key: value})
+        self.query_one(Controls).adopt(self.settings)
+        self._controls_behind = True
+        self.request_figures()
+
+    def _catch_up_controls(self) -> None:
+        if self._controls_behind:
+            self._controls_behind = False
+            self.query_one(Controls).show(self.settings)
+
+    # --- views --------------------------------------------------------------------------
+    def action_next_panel(self) -> None:
+        names = [name for name, _ in PANELS]
+        self.query_one(Tabs).active = f"tab-{names[(names.index(self._panel) + 1) % len(names)]}"
+
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        self._show_panel(event.tab.id.removeprefix("tab-"))
+
+    def _show_panel(self, name: str) -> None:
+        self._panel = name
+        for panel, _ in PANELS:
+            self.query_one(f"#{panel}").set_class(panel == name, "-shown")
+        self._draw_visible_panels()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "next_panel":
+            return not self.has_class("-wide")
+        if action == "open_results":
+            return self.app.results_dir is not None
+        if action == "export":
+            return self.figures is not None or None
+        return True
+
+    def action_open_results(self) -> None:
+        self.app.open_results()
+
+    def action_export(self) -> None:
+        self._export(self.figures)
+
+    @work(thread=True, group="export")
+    def _export(self, figures: ExplorerFigures) -> None:
+        from rooftui.tui.export import export_explorer
+
+        try:
+            paths = export_explorer(figures, self.app.output_dir)
+        except OSError as error:
+            self.app.call_from_thread(self.notify, f"export failed: {error}",
+                                      severity="error")
+            return
+        self.app.call_from_thread(self.notify, "exported " + " and ".join(map(str, paths)),
+                                  title="Export", timeout=10)

@@ -1,0 +1,134 @@
+"""What the Explorer is asked about: one configuration in user terms, as the controls hold it.
+
+`ExplorerSettings` names specs (shipped names or paths) and the step's token counts; its
+`config()` resolves them into the core's `PointConfig`, the same object `sweep point`
+evaluates, so the Explorer and the CLI agree by construction. Unset fields (None) mean
+"as the model or the profile says", as the CLI's omitted flags do.
+
+To add a control: add a field here, pass it on in `config()`, and add one `ControlSpec`
+line in `rooftui.tui.widgets.controls`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache
+
+from rooftui.core.assumptions import Assumptions, load_profile
+from rooftui.core.hardware import GPU, load_gpu
+from rooftui.core.model import Model, load_model
+from rooftui.core.point import PointConfig
+from rooftui.core.spec_files import shipped_names
+
+DEFAULT_GPU = "h100-sxm"
+DEFAULT_MODEL = "llama-3-8b"
+DEFAULT_PROFILE = "ideal"
+
+
+# Specs are small TOML files, but a key press should not re-read them: the Explorer asks
+# for the same few names again and again.
+@lru_cache(maxsize=64)
+def cached_gpu(name: str) -> GPU:
+    return load_gpu(name)
+
+
+@lru_cache(maxsize=64)
+def cached_model(name: str) -> Model:
+    return load_model(name)
+
+
+@lru_cache(maxsize=16)
+def cached_profile(name: str) -> Assumptions:
+    return load_profile(name)
+
+
+@dataclass(frozen=True)
+class ExplorerSettings:
+    gpu: str = DEFAULT_GPU
+    model: str = DEFAULT_MODEL
+    weight_dtype: str | None = None  # None: the model's own
+    kv_dtype: str | None = None  # None: bf16 (fp16 for an fp16 model)
+    batch: int = 1  # decode sequences in the step
+    context: int = 1024  # tokens cached per decode sequence
+    kv_heads: int | None = None  # None: the model's own
+    prefill: int = 0  # prefill tokens in the step (one chunk)
+    profile: str = DEFAULT_PROFILE
+    mfu: float | None = None  # None: the profile's
+    mbu: float | None = None  # None: the profile's
+    tp: int = 1  # GPUs one replica is split over (tensor parallelism)
+    spec_tokens: int = 0  # speculative decoding: tokens drafted per sequence and step
+    acceptance: float | None = None  # each drafted token's acceptance rate
+
+    def with_changes(self, **changes: object) -> ExplorerSettings:
+        return replace(self, **changes)
+
+    def config(self) -> PointConfig:
+        """The core configuration; raises SpecError for anything the core refuses."""
+        model = cached_model(self.model)
+        if self.kv_heads is not None:
+            model = model.with_kv_heads(self.kv_heads)
+        assumptions = cached_profile(self.profile).with_overrides(mfu=self.mfu, mbu=self.mbu)
+        return PointConfig(
+            gpu=cached_gpu(self.gpu), model=model, batch=self.batch, context=self.context,
+            prefill=self.prefill, weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype,
+            tp=self.tp, spec_tokens=self.spec_tokens, acceptance=self.acceptance,
+            assumptions=assumptions)
+
+    @classmethod
+    def from_row(cls, row: dict[str, object], profile: str | None = None) -> ExplorerSettings:
+        """Settings from one row of sweep results (rooftui.sweeps.results): the input
+        columns named like a field (an input a metric shares a name with is written
+        `<name>_assumed`: `mfu_assumed` is the MFU assumed, `mfu` the one achieved), and
+        the grid's `profile`. Inputs the Explorer has no control for are not carried."""
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in row.items()
+                  if key in known and f"{key}_assumed" not in row}
+        values.update({key.removesuffix("_assumed"): value for key, value in row.items()
+                       if key.endswith("_assumed") and key.removesuffix("_assumed") in known})
+        values = {key: value for key, value in values.items() if value is not None}
+        if profile is not None:
+            values["profile"] = profile
+        for key in ("batch", "context", "kv_heads", "prefill", "tp", "spec_tokens"):
+            if key in values:
+                values[key] = int(values[key])
+        for key in ("mfu", "mbu", "acceptance"):
+            if key in values:
+                values[key] = float(values[key])
+        if "gpu" in values:
+            values["gpu"] = shipped_key("gpus", str(values["gpu"]))
+        if "model" in values:
+            values["model"] = shipped_key("models", str(values["model"]))
+        return cls(**values).canonical()
+
+    def canonical(self) -> ExplorerSettings:
+        """The same configuration with every value that equals its default (the model's
+        dtype and KV heads, the profile's MFU/MBU) set back to None, as the controls
+        show defaults."""
+        plain = replace(self, weight_dtype=None, kv_dtype=None, kv_heads=None, mfu=None,
+                        mbu=None)
+        config = plain.config()
+        defaults = {
+            "weight_dtype": config.resolved_weight_dtype,
+            "kv_dtype": config.resolved_kv_dtype,
+            "kv_heads": config.model.num_key_value_heads,
+            "mfu": config.assumptions.mfu,
+            "mbu": config.assumptions.mbu,
+        }
+        return replace(self, **{key: None for key, value in defaults.items()
+                                if getattr(self, key) == value})
+
+
+def shipped_key(kind: str, value: str) -> str:
+    """The shipped file stem for `value`, which may already be one or may be a spec's
+    display name ("H100 SXM"); anything else (a path) is returned unchanged."""
+    names = shipped_names(kind)
+    if value in names:
+        return value
+    load = cached_gpu if kind == "gpus" else cached_model
+    for name in names:
+        try:
+            if load(name).name == value:
+                return name
+        except ValueError:  # a shipped spec the core refuses (e.g. MoE) cannot match
+            continue
+    return value

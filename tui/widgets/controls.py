@@ -1,0 +1,308 @@
+"""The Explorer's controls: one row per `ControlSpec`, built from a declarative list.
+
+A control edits one field of `ExplorerSettings`. A valid change posts `Controls.Changed`;
+bad input (a negative batch, text in a number field) is refused in place: the field is
+marked, a message under the controls says what is expected, and nothing is posted, so the
+figures keep showing the last valid configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import Reactive
+from textual.validation import ValidationResult, Validator
+from textual.widgets import Input, Label, Select, Static
+
+from rooftui.core.dtypes import BYTES_PER_ELEMENT
+from rooftui.core.errors import SpecError
+from rooftui.core.point import PointConfig
+from rooftui.core.spec_files import shipped_names
+from rooftui.tui.settings import ExplorerSettings, cached_gpu, cached_model, cached_profile
+
+Choices = Callable[[ExplorerSettings], list[tuple[str, object]]]
+
+
+def _names(kind: str) -> Choices:
+    return lambda settings: [(name, name) for name in shipped_names(kind)]
+
+
+def _default_dtype(settings: ExplorerSettings, attribute: str) -> str:
+    """The format the core picks for this GPU and model when the control is left on its
+    default (`PointConfig.resolved_weight_dtype` / `resolved_kv_dtype`)."""
+    try:
+        plain = PointConfig(gpu=cached_gpu(settings.gpu), model=cached_model(settings.model))
+    except SpecError:
+        return "?"
+    return getattr(plain, attribute)
+
+
+def _dtypes(attribute: str, note: str) -> Choices:
+    """The default (None) labelled with what it resolves to, then every other format."""
+    def choices(settings: ExplorerSettings) -> list[tuple[str, object]]:
+        default = _default_dtype(settings, attribute)
+        return [(f"{default} ({note})", None)] + [
+            (name, name) for name in BYTES_PER_ELEMENT if name != default]
+    return choices
+
+
+def _kv_heads(settings: ExplorerSettings) -> list[tuple[str, object]]:
+    """Every count that divides the query heads, labelled with the group size; the
+    model's own count is the None choice (the CLI's omitted --kv-heads)."""
+    try:
+        model = cached_model(settings.model)
+    except SpecError:
+        return [("model's", None)]
+    heads, own = model.num_attention_heads, model.num_key_value_heads
+    return [(f"{kv} (group {heads // kv})", None if kv == own else kv)
+            for kv in range(1, heads + 1) if heads % kv == 0]
+
+
+def _profile_value(key: str) -> Callable[[ExplorerSettings], str]:
+    """What a blank field means: the profile's value of `key`."""
+    def placeholder(settings: ExplorerSettings) -> str:
+        try:
+            return f"{getattr(cached_profile(settings.profile), key):g}"
+        except SpecError:
+            return ""
+    return placeholder
+
+
+@dataclass(frozen=True)
+class ControlSpec:
+    """One control. `kind`: a `select` of `choices`, a whole number >= `minimum`, or an
+    optional fraction in (0, 1] (blank: None, shown as `placeholder`). `depends_on`:
+    fields whose change rebuilds this control's choices or placeholder."""
+
+    key: str  # the ExplorerSettings field it edits
+    label: str
+    kind: Literal["select", "whole", "fraction"]
+    help: str
+    choices: Choices | None = None
+    minimum: int = 0
+    depends_on: tuple[str, ...] = ()
+    placeholder: Callable[[ExplorerSettings], str] | None = None
+
+
+CONTROLS: tuple[ControlSpec, ...] = (
+    ControlSpec("gpu", "GPU", "select", "Shipped GPU spec", _names("gpus")),
+    ControlSpec("model", "model", "select", "Shipped model spec", _names("models")),
+    ControlSpec("weight_dtype", "weights", "select", "Weight format",
+                _dtypes("resolved_weight_dtype", "model"), depends_on=("model",)),
+    ControlSpec("kv_dtype", "KV dtype", "select", "KV-cache format",
+                _dtypes("resolved_kv_dtype", "auto"), depends_on=("model",)),
+    ControlSpec("batch", "batch", "whole", "Decode sequences in the step"),
+    ControlSpec("context", "context", "whole", "Tokens cached per sequence"),
+    ControlSpec("kv_heads", "KV heads", "select", "KV heads (query heads per KV head)",
+                _kv_heads, depends_on=("model",)),
+    ControlSpec("prefill", "prefill", "whole", "Prefill tokens in the step (a chunk)"),
+    ControlSpec("profile", "profile", "select", "Assumption profile", _names("profiles")),
+    ControlSpec("mfu", "MFU", "fraction", "Fraction of peak FLOP/s (blank: profile's)",
+                depends_on=("profile",), placeholder=_profile_value("mfu")),
+    ControlSpec("mbu", "MBU", "fraction", "Fraction of bandwidth (blank: profile's)",
+                depends_on=("profile",), placeholder=_profile_value("mbu")),
+    ControlSpec("tp", "TP", "whole", "GPUs one replica is split over (tensor parallel)",
+                minimum=1),
+    ControlSpec("spec_tokens", "spec tok", "whole",
+                "Speculative decoding: tokens drafted per sequence and step"),
+    ControlSpec("acceptance", "accept", "fraction",
+                "Acceptance rate of a drafted token (with spec tokens)"),
+)
+
+
+def parse(spec: ControlSpec, text: str) -> int | float | None:
+    """The value typed into a number field; SpecError saying what is expected if bad."""
+    text = text.strip().replace(",", "").replace("_", "")
+    if spec.kind == "fraction":
+        if not text:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            raise SpecError(f"{spec.label}: a number in (0, 1], or blank; got {text!r}") from None
+        if not 0 < value <= 1:
+            raise SpecError(f"{spec.label}: must be in (0, 1], got {text}")
+        return value
+    try:
+        value = int(text)
+    except ValueError:
+        raise SpecError(f"{spec.label}: a whole number >= {spec.minimum}, got {text!r}") from None
+    if value < spec.minimum:
+        raise SpecError(f"{spec.label}: must be >= {spec.minimum}, got {value}")
+    return value
+
+
+class _FieldValidator(Validator):
+    """Marks the Input invalid (red) with `parse`'s message."""
+
+    def __init__(self, spec: ControlSpec) -> None:
+        super().__init__()
+        self.spec = spec
+
+    def validate(self, value: str) -> ValidationResult:
+        try:
+            parse(self.spec, value)
+        except SpecError as error:
+            return self.failure(str(error))
+        return self.success()
+
+
+# Characters that are never part of a number: the Explorer binds them to batch and
+# context steps, which must work while a number field has focus.
+STEP_KEYS = "[]{}"
+
+
+class NumberInput(Input):
+    """An Input that leaves the step keys to the screen's bindings, and whose text
+    length never re-lays out the screen."""
+
+    # Input sets its virtual size to its text's width on every change, and the base
+    # reactive re-lays out the whole screen when that changes (1 -> 2 digits: ~80 ms at
+    # 200×50). A one-line field of fixed size only needs a repaint.
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        return super().check_consume_key(key, character) and character not in STEP_KEYS
+
+
+def _text(value: int | float | None) -> str:
+    return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class Controls(VerticalScroll, can_focus=False):
+    """The controls panel; `show(settings)` sets every field without posting changes."""
+
+    class Changed(Message):
+        """A valid change: `settings` is the whole new configuration (a model change
+        may also have reset the controls that depend on it)."""
+
+        def __init__(self, settings: ExplorerSettings, key: str) -> None:
+            super().__init__()
+            self.settings = settings
+            self.key = key
+
+    def __init__(self, settings: ExplorerSettings, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._settings = settings  # the configuration the Explorer computes
+        self._shown = settings  # the configuration the fields display
+        self._specs = {spec.key: spec for spec in CONTROLS}
+
+    def compose(self) -> ComposeResult:
+        for spec in CONTROLS:
+            with Horizontal(classes="control-row"):
+                yield Label(spec.label, classes="control-label")
+                yield self._field(spec)
+        yield Static("", id="control-message")
+
+    def _field(self, spec: ControlSpec):
+        current = getattr(self._settings, spec.key)
+        field_id = f"control-{spec.key.replace('_', '-')}"
+        if spec.kind == "select":
+            return Select(spec.choices(self._settings), value=current, allow_blank=False,
+                          compact=True, id=field_id, tooltip=spec.help)
+        placeholder = spec.placeholder(self._settings) if spec.placeholder else ""
+        return NumberInput(_text(current), placeholder=placeholder, compact=True,
+                           id=field_id, tooltip=spec.help,
+                           validators=[_FieldValidator(spec)], validate_on=["changed"])
+
+    def field(self, key: str) -> Input | Select:
+        return self.query_one(f"#control-{key.replace('_', '-')}")
+
+    # --- from the user ----------------------------------------------------------------
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        key = self._key_of(event.select)
+        self._post(key, event.value)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        key = self._key_of(event.input)
+        try:
+            value = parse(self._specs[key], event.value)
+        except SpecError as error:
+            self.show_message(f"{error}; still showing {key.replace('_', ' ')} "
+                            f"{_text(getattr(self._settings, key)) or 'as the profile says'}")
+            return
+        self._post(key, value)
+
+    def _key_of(self, widget: Input | Select) -> str:
+        return widget.id.removeprefix("control-").replace("-", "_")
+
+    def _post(self, key: str, value: object) -> None:
+        if getattr(self._settings, key) == value:
+            return
+        self.show_message("")
+        self._settings = self._settings.with_changes(**{key: value})
+        for spec in CONTROLS:
+            if key in spec.depends_on:
+                self._refresh_dependent(spec)
+        self._shown = self._settings
+        self.post_message(self.Changed(self._settings, key))
+
+    # --- from the program -------------------------------------------------------------
+    def adopt(self, settings: ExplorerSettings) -> None:
+        """Take `settings` as the configuration a field's next change builds on, leaving
+        the fields as they are until `show`: a key press shows its new value with the
+        figures it gives, in one frame."""
+        self._settings = settings
+
+    def show(self, settings: ExplorerSettings) -> None:
+        """Put `settings` in the fields, posting nothing (the caller recomputes). Only
+        what changed is touched: this runs on every batch or context key press."""
+        previous, self._settings, self._shown = self._shown, settings, settings
+        changed = {spec.key for spec in CONTROLS
+                   if getattr(previous, spec.key) != getattr(settings, spec.key)}
+        for spec in CONTROLS:
+            if changed.intersection(spec.depends_on):
+                self._refresh_dependent(spec)
+            widget = self.field(spec.key)
+            value = getattr(settings, spec.key)
+            with widget.prevent(Select.Changed, Input.Changed):
+                if spec.kind == "select":
+                    if spec.key in changed:
+                        widget.value = value
+                elif parse_or_none(spec, widget.value) != value:  # also drops refused text
+                    widget.value = _text(value)
+        self.show_message("")
+
+    def show_message(self, message: str, style: str = "red") -> None:
+        """A line under the controls (plain text: user input is never read as markup)."""
+        label = self.query_one("#control-message", Static)
+        text = Text(message, style=style)
+        if label.content != text:  # most key presses leave it empty: no layout pass
+            label.update(text)
+
+    @property
+    def settings(self) -> ExplorerSettings:
+        return self._settings
+
+    def _refresh_dependent(self, spec: ControlSpec) -> None:
+        """Rebuild a select's choices (keeping its value when still offered, else the
+        first choice) or a field's placeholder, after a field it depends on changed."""
+        widget = self.field(spec.key)
+        if spec.placeholder:
+            widget.placeholder = spec.placeholder(self._settings)
+        if not spec.choices:
+            return
+        choices = spec.choices(self._settings)
+        value = getattr(self._settings, spec.key)
+        if value not in {v for _, v in choices}:
+            value = choices[0][1]
+            self._settings = self._settings.with_changes(**{spec.key: value})
+        with widget.prevent(Select.Changed):
+            widget.set_options(choices)
+            widget.value = value
+
+
+def parse_or_none(spec: ControlSpec, text: str) -> int | float | None:
+    try:
+        return parse(spec, text)
+    except SpecError:
+        return None

@@ -1,0 +1,114 @@
+"""A character-cell plot for the Explorer: textual-plot's PlotWidget with log axes, no
+focus (its zoom and pan keys would shadow the app's), and a one-line legend below it
+instead of a floating box that would hide data in an 80×24 terminal."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Grid, Vertical
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widgets import Static
+from textual_hires_canvas import Canvas, TextAlign
+from textual_plot import HiResMode, PlotWidget
+from textual_plot.plot_widget import Legend
+
+from rooftui.tui.widgets.log_axis import LogAxisFormatter
+
+# Half blocks draw in any terminal font; braille is finer but needs a font that has it.
+HIRES_MODES = {"halfblock": HiResMode.HALFBLOCK, "braille": HiResMode.BRAILLE,
+               "quadrant": HiResMode.QUADRANT}
+
+
+class _Canvas(Canvas):
+    """textual-hires-canvas's Canvas, with its widget style worked out once per paint
+    rather than once per line (it walks the ancestors' backgrounds: most of a frame's
+    time in a plot)."""
+
+    _paint_style: Style | None = None
+
+    @property
+    def rich_style(self) -> Style:
+        return self._paint_style if self._paint_style is not None else super().rich_style
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._paint_style = super().rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
+
+class CellPlot(PlotWidget, can_focus=False):
+    """A PlotWidget with log10-labelled axes and a small top margin."""
+
+    def compose(self) -> ComposeResult:
+        # PlotWidget's own layout, with the faster canvas
+        with Grid():
+            for canvas_id in ("margin-top", "margin-left", "plot", "margin-bottom"):
+                yield _Canvas(1, 1, id=canvas_id)
+        yield Legend(id="legend")
+
+    def on_mount(self) -> None:
+        self.margin_top = 1
+        self.margin_left = 7
+        self.set_x_formatter(LogAxisFormatter())
+        self.set_y_formatter(LogAxisFormatter())
+
+    def paint_now(self) -> None:
+        """Draw the datasets onto the canvases now. textual-plot draws them while a frame
+        is composed, which leaves the canvases themselves for the frame after: painting
+        here puts the whole change in one frame. A hidden plot waits until shown."""
+        if self._needs_rerender and self.region.area:
+            self.render()
+
+    def _render_plot(self) -> None:
+        # textual-plot refreshes a canvas for every cell it sets (thousands per frame);
+        # one refresh per canvas when the frame is drawn is all that is needed
+        with ExitStack() as stack:
+            for canvas in self.query(Canvas):
+                stack.enter_context(canvas.batch_refresh())
+            super()._render_plot()
+
+    def _render_y_label(self) -> None:
+        # textual-plot centres the y label over the tick labels, which cuts a label
+        # longer than the margin; start it at the left edge instead
+        label_style = self.get_component_rich_style("plot--label")
+        self.query_one("#margin-top", Canvas).write_text(
+            0, 0, f"[{label_style}]{self._y_label}", TextAlign.LEFT)
+
+
+class LabelledPlot(Vertical):
+    """A title, the plot and a legend line; subclasses fill the plot in `show_figures`
+    and end with `plot.paint_now()`."""
+
+    DEFAULT_CSS = """
+    LabelledPlot { height: 1fr; }
+    LabelledPlot > .plot-title { height: 1; text-style: bold; }
+    LabelledPlot > CellPlot { height: 1fr; }
+    LabelledPlot > .plot-legend { height: 2; color: $text-muted; }
+    """
+
+    TITLE = ""
+
+    def __init__(self, *, hires: str = "halfblock", id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.hires_mode = HIRES_MODES[hires]
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.TITLE, classes="plot-title")
+        yield CellPlot(allow_pan_and_zoom=False)
+        yield Static("", classes="plot-legend")
+
+    @property
+    def plot(self) -> CellPlot:
+        return self.query_one(CellPlot)
+
+    def set_legend(self, markup: str) -> None:
+        """Rich markup, so colours are named as the plot lines name them (rich styles:
+        `bright_cyan` is the terminal's own colour 14, in 16 or 256 colours)."""
+        self.query_one(".plot-legend", Static).update(Text.from_markup(markup), layout=False)
