@@ -60,6 +60,12 @@ class RooftuiApp(App):
             self.install_screen(ResultsScreen(self.results_dir, hires=self._hires), "results")
         self.push_screen("results")
 
+    def open_optimize(self) -> None:
+        """The Optimize view, for the Explorer's GPU, model and profile."""
+        from rooftui.tui.screens.optimize import OptimizeScreen
+
+        self.push_screen(OptimizeScreen(self.explorer.settings, hires=self._hires))
+
     def open_in_explorer(self, settings: ExplorerSettings) -> None:
         """Back from the Results view to the Explorer, showing `settings`."""
         while self.screen is not self.explorer:

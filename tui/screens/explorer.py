@@ -55,6 +55,7 @@ class ExplorerScreen(Screen):
         Binding("v", "next_panel", "View", id="next-view"),
         Binding("e", "export", "Export", id="export"),
         Binding("o", "open_results", "Results", id="open-results"),
+        Binding("O", "open_optimize", "Optimize", id="open-optimize"),
     ]
 
     class Computed(Message):
@@ -199,6 +200,9 @@ class ExplorerScreen(Screen):
 
     def action_open_results(self) -> None:
         self.app.open_results()
+
+    def action_open_optimize(self) -> None:
+        self.app.open_optimize()
 
     def action_export(self) -> None:
         self._export(self.figures)
