@@ -496,15 +496,16 @@ class Server:
                                             batches * min(context, costs.window))
         flops = [(1 - weight) * f[0] + weight * f[1] for f in flops]
         nbytes = [(1 - weight) * b[0] + weight * b[1] for b in nbytes]
-        tokens = decodes
+        tokens = sequences = decodes
         if prefill:
             sizes, cached, counts = (np.array(column, np.float64) for column in zip(*prefill, strict=True))
             chunk_flops, chunk_bytes = costs.chunk_arrays(sizes, cached)
             flops = [f + np.dot(counts, c) for f, c in zip(flops, chunk_flops, strict=True)]
             nbytes = [b + np.dot(counts, c) for b, c in zip(nbytes, chunk_bytes, strict=True)]
             tokens += float(np.dot(counts, sizes))
+            sequences += float(counts.sum())  # a calibrated profile's per-sequence costs
         parts = [np.atleast_1d(f) for f in flops], [np.atleast_1d(b) for b in nbytes]
-        return float(costs.times(*parts, np.array([round(tokens)]))[0])
+        return float(costs.times(*parts, np.array([round(tokens)]), np.array([sequences]))[0])
 
     def saturated(self, batch: int, budget: float) -> tuple[float, float]:
         """(requests/s, mean step time) with every request waiting (closed arrivals): a
