@@ -18,26 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
 import time
 
+from machine_info import describe_machine  # the script's folder is on sys.path
+
 BATCHES = "8,16,32,64,96,128,192,256"
 BUDGETS = "256,512,1024,2048,4096,8192"
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info
-                       if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
 
 
 def children_cpu() -> float:
@@ -61,7 +50,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
-    print(f"machine: {machine()}")
+    print(f"machine: {describe_machine()}")
     print(f"command: python {' '.join(sys.argv)}")
     print(f"search: 8 max batches ({BATCHES}) x 6 budgets ({BUDGETS}), {args.requests:,} "
           "requests per simulation")

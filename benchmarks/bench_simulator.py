@@ -16,10 +16,10 @@ The best of R runs is reported (the machine may be shared; the minimum is the le
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
+
+from machine_info import describe_machine  # the script's folder is on sys.path
 
 from rooftui.core.arrivals import parse_arrivals
 from rooftui.core.hardware import load_gpu
@@ -27,18 +27,6 @@ from rooftui.core.model import load_model
 from rooftui.core.point import PointConfig
 from rooftui.core.scheduler import SchedulerConfig, simulate, summarize
 from rooftui.core.workloads import load_workload
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info
-                       if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}, "
-            f"{platform.system()} {platform.release()}")
 
 
 def main() -> None:
@@ -56,7 +44,7 @@ def main() -> None:
     inputs = config.step_inputs()
     requests = load_workload(args.workload).requests(args.requests,
                                                      parse_arrivals(args.arrival), seed=0)
-    print(f"machine: {machine()}")
+    print(f"machine: {describe_machine()}")
     print(f"command: python {' '.join(sys.argv)}")
     print(f"workload {args.workload}, {args.requests:,} requests, arrivals {args.arrival}, "
           f"max batch {args.max_batch}, Llama-3-8B on H100 SXM (ideal); best of {args.repeats}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from rooftui.core.step import evaluate_step
 from rooftui.core.tables import DTYPES, GPUTable, gather_step_inputs
 
 sys.path.insert(0, str(Path(__file__).parent))
+from machine_info import describe_machine  # noqa: E402
 from plain_step import plain_step  # noqa: E402
 
 MODELS = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mistral-7b", "reference-mha-6.4b"]
@@ -111,9 +111,7 @@ def main() -> None:
         plain_step(config)
     plain_rate = len(sample) / (time.perf_counter() - start)
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"load {os.getloadavg()[0]:.1f}, python {platform.python_version()}, "
-          f"numpy {np.__version__}")
+    print(f"machine: {describe_machine()}")
     print(f"command: python benchmarks/bench_step_model.py --batches {args.batches} "
           f"--plain-points {args.plain_points}")
     print(f"vectorised: {points:,} configurations in {vector_s:.2f} s = "

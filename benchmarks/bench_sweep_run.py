@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -25,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+from machine_info import describe_machine  # the script's folder is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_GRID = REPO / "specs" / "grid.toml"
@@ -104,19 +102,6 @@ def measure(grid: Path, out: Path, workers: int) -> dict:
             "bytes": sum(p.stat().st_size for p in (out / "points").glob("*.parquet"))}
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
-            f"numpy {np.__version__}, {platform.platform()}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
@@ -129,7 +114,7 @@ def main() -> None:
         print(json.dumps(measure(Path(grid), Path(out), int(workers))))
         return
 
-    print(f"machine: {machine()}")
+    print(f"machine: {describe_machine()}")
     with tempfile.TemporaryDirectory(prefix="bench-sweep-run-") as tmp:
         for size in args.sizes:
             grid = Path(tmp) / f"grid-{size}.toml"
