@@ -146,7 +146,8 @@ class _Linear:
     """A part's FLOPs and bytes (per GPU) at B decode sequences: fixed + per_sequence * B
     (None: no such term), plus `weights` bytes read once if the step has any token and
     the routed experts' bytes, `experts` * (1 - miss^T), for the T = queries * B + prefill
-    tokens routed."""
+    tokens routed (miss = 1 - k/E, kept as its logarithm: exp(T ln miss) is several times
+    cheaper than a power over a whole grid)."""
 
     flops_fixed: Any = None
     flops_per_sequence: Any = None
@@ -154,13 +155,17 @@ class _Linear:
     bytes_per_sequence: Any = None
     weights: Any = None
     experts: Any = None
-    miss: Any = 1.0
+    log_miss: Any = 0.0
     queries: Any = 1.0
     prefill: Any = 0.0
 
     def tokens(self, batch):
         routed = batch if _is_scalar(self.queries, 1) else self.queries * batch
         return routed if _is_scalar(self.prefill, 0) else routed + self.prefill
+
+    def missed(self, tokens):
+        """miss^tokens: the chance that `tokens` tokens all miss a given routed expert."""
+        return np.exp(tokens * self.log_miss)
 
     def at(self, batch, rates: bool = False):
         """FLOPs and bytes at `batch`; with `rates`, also their derivatives in B (B >= 1)."""
@@ -171,11 +176,10 @@ class _Linear:
             tokens = self.tokens(batch)
             nbytes = _plus(nbytes, self.weights * (tokens > 0))
             if self.experts is not None:
-                missed = self.miss ** tokens
+                missed = self.missed(tokens)
                 nbytes = nbytes + self.experts * (1.0 - missed)
-                if rates:  # d/dB of 1 - miss^(q B + prefill); miss 0 (k = E) grows not
-                    decay = -np.log(np.maximum(self.miss, 1e-300))
-                    expert_growth = self.experts * decay * self.queries * missed
+                if rates:  # d/dB of 1 - miss^(q B + prefill)
+                    expert_growth = -self.experts * self.log_miss * self.queries * missed
         if not rates:  # flops None: a part without FLOPs (activations, links)
             return flops, nbytes
         flops_rate = 0.0 if self.flops_per_sequence is None else self.flops_per_sequence
@@ -334,10 +338,11 @@ class _Shape:
         if self.split and efficiency.allreduce_overhead_s > 0:
             # two all-reduces per layer and the logits' all-gather, each a fixed time:
             # as bytes at the link rate, which the efficiency then divides back out
+            # (none where a grid's replica is one GPU, whose link rate is then infinite)
             collectives = 2.0 * model.layers + (model.lm_head_params > 0)
-            padding["communication"] = _Linear(bytes_fixed=(
-                collectives * efficiency.allreduce_overhead_s * inputs.interconnect
-                * efficiency.interconnect_efficiency))
+            padding["communication"] = _Linear(bytes_fixed=np.where(
+                self.tp > 1, collectives * efficiency.allreduce_overhead_s
+                * inputs.interconnect * efficiency.interconnect_efficiency, 0.0))
         self.padding, self.fractions, timed = padding, {}, {}
         for name, part in self.parts.items():
             compute, memory = ((1.0, efficiency.interconnect_efficiency) if name in LINK_PARTS
@@ -371,7 +376,9 @@ class _Shape:
             weights=self.per_gpu(dense_weight_params * inputs.weight_bytes),
             experts=(self.per_gpu(model.routed_expert_params * self.expert_weight_bytes)
                      if self.routed else None),
-            miss=model.expert_miss, queries=self.queries, prefill=prefill)
+            # miss 0 (k = E: every token reads every expert) as e^-690: 1 at T = 0, else 0
+            log_miss=np.log(np.maximum(model.expert_miss, 1e-300)) if self.routed else 0.0,
+            queries=self.queries, prefill=prefill)
 
         attention_fixed_flops = attention_fixed_bytes = None
         if not decode_only:
@@ -600,8 +607,11 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
         budget = np.asarray(tpot_budget, dtype=np.float64) * shape.tokens_per_step
         if shape.calibrated:  # the overheads come off the budget of every B >= 1
             budget = budget - shape.fixed_time
-        out["max_batch_for_tpot"] = _max_batch_for_budget(
-            inputs, shape, assumptions, compute_rate, memory_rate, budget)
+        # solved once per configuration but the batch, then shown at every batch
+        largest = _max_batch_for_budget(inputs, shape, assumptions, compute_rate,
+                                        memory_rate, budget)
+        out["max_batch_for_tpot"] = np.broadcast_to(
+            largest, np.broadcast_shapes(np.shape(largest), np.shape(batch)))
     return out
 
 
@@ -668,16 +678,15 @@ def _max_batch_for_budget(inputs, shape, assumptions, compute_rate, memory_rate,
     than the experts left unread there could save; elsewhere the exact step time at L + 1
     decides, and where it fits Newton steps go on from there (see `_settle`).
     """
-    grid = np.shape(inputs.batch)
     routed = any(part.experts is not None for part in shape.timed_parts.values())
     low, binding = _linear_max_batch(shape, assumptions, compute_rate, memory_rate,
-                                     inputs.interconnect, budget, grid=grid, binding=routed)
+                                     inputs.interconnect, budget, binding=routed)
     if not routed:
         return low
     trial = np.where(np.isfinite(low), low + 1.0, 1.0)
     overshoot = binding[0] + binding[1] * trial - budget
     unread = sum(part.experts / (inputs.interconnect if name in LINK_PARTS else memory_rate)
-                 * part.miss ** part.tokens(trial)
+                 * part.missed(part.tokens(trial))
                  for name, part in shape.timed_parts.items() if part.experts is not None)
     open_ = np.isfinite(low) & (overshoot <= unread * (1 + 1e-9))
     if not np.any(open_):
@@ -774,10 +783,12 @@ def _time_and_rate(parts, rates, assumptions, batch):
     return time, rate
 
 
-def _linear_max_batch(shape, assumptions, compute_rate, memory_rate, link_rate, budget, grid,
+def _linear_max_batch(shape, assumptions, compute_rate, memory_rate, link_rate, budget,
                       binding=False):
     """The largest B >= 1 within the budget (0 if none), and with `binding` the
-    (intercept, slope) of the line that sets it (else None)."""
+    (intercept, slope) of the line that sets it (else None). The answer does not depend
+    on the batch axis, so it takes the shape of the other inputs: on a block of a sweep
+    (context x batch) it is solved once per context, not once per point."""
     per_part = _branches(shape, compute_rate, memory_rate, link_rate)
     if assumptions.overlap == "full":
         hbm = [branches for name, branches in zip(shape.timed_parts, per_part, strict=True)
@@ -791,8 +802,8 @@ def _linear_max_batch(shape, assumptions, compute_rate, memory_rate, link_rate, 
         lines = list(per_part[0])
         for branches in per_part[1:]:
             lines = [_summed((line, branch)) for line in lines for branch in branches]
-    limit = np.full(grid, np.inf)
-    bound_by = (np.zeros(grid), np.zeros(grid)) if binding else None
+    limit = np.inf
+    bound_by = (0.0, 0.0) if binding else None
     with np.errstate(divide="ignore", invalid="ignore"):
         for intercept, slope in lines:
             # a flat line gives +inf within the budget and -inf above it
