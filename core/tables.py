@@ -87,7 +87,9 @@ def gather_step_inputs(
         expert_weight_bytes=(None if expert_weight_dtype is None
                              else DTYPE_BYTES[expert_weight_dtype]),
         tp=tp if np.ndim(tp) == 0 else np.asarray(tp, f64),
-        interconnect=np.inf if np.ndim(tp) == 0 and tp == 1 else gpus.interconnect[gpu],
+        # a replica on one GPU has no link to time (a GPU spec may list none)
+        interconnect=(np.inf if np.ndim(tp) == 0 and tp == 1
+                      else np.where(np.asarray(tp) == 1, np.inf, gpus.interconnect[gpu])),
         spec_tokens=spec_tokens if np.ndim(spec_tokens) == 0 else np.asarray(spec_tokens, f64),
         acceptance=np.asarray(acceptance, f64),
         draft=None if draft_model is None else models.take(draft_model),

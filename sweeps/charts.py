@@ -17,8 +17,11 @@ representative value:
 - prefill, prefill context and the memory reserve: the smallest (a pure decode step
   when the grid has one);
 - the assumed mfu and mbu: the largest;
-- dtypes: bf16 when the grid has it, else the first; GPU and model: the grid's first
-  (dropdowns list names in the grid's order and open on the first).
+- GPUs per replica (tp) and speculated tokens: the smallest (one GPU, no speculation);
+  the acceptance rate: the largest;
+- dtypes: bf16 when the grid has it, else the first (the experts' format: the first);
+  GPU, model and draft model: the grid's first (dropdowns list names in the grid's order
+  and open on the first).
 
 Only the grid's own axes are held (the manifest's dimensions): a column that follows
 from the others (KV heads from model and group size, a model's own dtype, the partner of
@@ -63,22 +66,27 @@ if TYPE_CHECKING:
 
 # Columns of the inputs a grid can sweep (see rooftui.sweeps.results), in the order they
 # are held fixed: names first, then numbers.
-AXES = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "group_size",
-        "kv_heads", "batch", "context", "prefill", "prefill_context", "mfu_assumed",
-        "mbu_assumed", "memory_reserve_gb", "tpot_budget")
+AXES = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "expert_dtype",
+        "group_size", "kv_heads", "tp", "spec_tokens", "acceptance", "draft_model", "batch",
+        "context", "prefill", "prefill_context", "mfu_assumed", "mbu_assumed",
+        "memory_reserve_gb", "tpot_budget", "price_per_gpu_hour")
 # A grid axis whose name a metric also uses is written as `<name>_assumed`.
 AXIS_COLUMNS = {"mfu": "mfu_assumed", "mbu": "mbu_assumed"}
-INTEGER_AXES = ("batch", "context", "prefill", "prefill_context", "group_size", "kv_heads")
+INTEGER_AXES = ("batch", "context", "prefill", "prefill_context", "group_size", "kv_heads",
+                "tp", "spec_tokens")
 REPRESENTATIVE = {"prefill": "min", "prefill_context": "min", "mfu_assumed": "max",
                   "mbu_assumed": "max", "memory_reserve_gb": "min", "weight_dtype": "bf16",
-                  "kv_dtype": "bf16", "compute_dtype": "bf16", "gpu": "first",
-                  "model": "first"}  # any other axis: "median"
+                  "kv_dtype": "bf16", "compute_dtype": "bf16", "expert_dtype": "first",
+                  "gpu": "first", "model": "first", "draft_model": "first", "tp": "min",
+                  "spec_tokens": "min", "acceptance": "max"}  # any other axis: "median"
 LABELS = {"gpu": "GPU", "model": "model", "weight_dtype": "weights", "kv_dtype": "KV",
           "compute_dtype": "compute", "group_size": "group size", "kv_heads": "KV heads",
           "batch": "batch", "context": "context", "prefill": "prefill",
           "prefill_context": "prefill context", "mfu_assumed": "mfu",
           "mbu_assumed": "mbu", "memory_reserve_gb": "reserve (GB)",
-          "tpot_budget": "TPOT budget (s)"}
+          "tpot_budget": "TPOT budget (s)", "expert_dtype": "experts",
+          "spec_tokens": "spec tokens", "acceptance": "acceptance",
+          "draft_model": "draft model"}
 # Inputs of `simulate` and `optimize` grids (rooftui.sweeps.kinds): held like the step
 # axes, and allowed in their grids' `[charts] fixed`.
 SERVING_AXES = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "tp",

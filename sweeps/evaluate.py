@@ -71,7 +71,9 @@ class Sweep:
         self.grid = grid
         where = str(grid.path)
         self.gpu_names = tuple(grid.values_of("gpu"))
-        self.model_names = tuple(grid.values_of("model"))
+        # one table for the models and the draft models (codes of both index it)
+        drafts = grid.values_of("draft_model") if grid.given("draft_model") else ()
+        self.model_names = tuple(dict.fromkeys((*grid.values_of("model"), *drafts)))
         self.gpus = [load_gpu(grid.catalog_path(name)) for name in self.gpu_names]
         self.models = [load_model(grid.catalog_path(name)) for name in self.model_names]
         self.gpu_table = GPUTable.of(self.gpus)
@@ -89,15 +91,19 @@ class Sweep:
         configs = [PointConfig(gpu=self.gpus[0], model=model) for model in self.models]
         self._model_heads = np.array([m.num_attention_heads for m in self.models], np.int64)
         self._model_kv_heads = np.array([m.num_key_value_heads for m in self.models], np.int64)
+        self._model_is_mla = np.array([m.is_mla for m in self.models])
         self._model_weight_dtype = np.array([dtype_code(c.resolved_weight_dtype) for c in configs])
         self._model_kv_dtype = np.array([dtype_code(c.resolved_kv_dtype) for c in configs])
+        self._model_expert_dtype = np.array([dtype_code(c.resolved_expert_weight_dtype
+                                                        or c.resolved_weight_dtype)
+                                             for c in configs])
         self._compute_for_weight = np.array([dtype_code(default_compute_dtype(d)) for d in DTYPES])
         self._axis_codes = {axis.name: self._encode(axis.name, axis.values) for axis in grid.axes}
         self._constants = {name: self._encode(name, [value])[0]
                            for name, value in self._constant_values().items()}
 
-        self.parameter_columns = tuple(name for name in PARAMETERS
-                                       if name != "tpot_budget" or grid.given(name))
+        self.parameter_columns = tuple(name for name, parameter in PARAMETERS.items()
+                                       if not parameter.column_when_given or grid.given(name))
         self.skipped_points = self._check()
         # the columns and their numpy types, from the first point; the names that each
         # string column's int32 codes index
@@ -119,6 +125,14 @@ class Sweep:
         p.setdefault("weight_dtype", self._model_weight_dtype[model])
         p.setdefault("kv_dtype", self._model_kv_dtype[model])
         p.setdefault("compute_dtype", self._compute_for_weight[p["weight_dtype"]])
+        # routed experts: as given, else like weights the grid gives, else the model's own
+        p["expert_weight_dtype"] = p.get("expert_dtype", p["weight_dtype"] if (
+            "weight_dtype" in given) else self._model_expert_dtype[model])
+        for key in ("tp", "spec_tokens"):
+            # given, an array even where it is 1 or 0: every block then has the same parts
+            # (communication, drafting) and so the same columns
+            if key in given:
+                p[key] = np.atleast_1d(p[key])
         heads = self._model_heads[model]
         if "group_size" in given:
             p["kv_heads"] = heads // p["group_size"]
@@ -243,6 +257,8 @@ class Sweep:
                     f"{where}: {key} {at(given[key])} does not divide the "
                     f"{at(heads)} attention heads of {self.model_names[at(p['model'])]}; "
                     f"choose values that divide every model's head count")
+        self._check_parallelism(p, where)
+        self._check_speculation(where)
         unsupported = self._unsupported(p)
         if not unsupported.any():
             return 0
@@ -259,6 +275,48 @@ class Sweep:
             raise SpecError(f"{where}: every point is unsupported (no GPU in the grid has a "
                             "peak for its compute dtype)")
         return skipped
+
+    def _check_parallelism(self, p: dict[str, Any], where: str) -> None:
+        """As `sweep point` checks --tp: a link to split over, heads that split evenly."""
+        tp = np.asarray(p.get("tp", 1))
+        if not (tp > 1).any():
+            return
+        no_link = (tp > 1) & np.isnan(self.gpu_table.interconnect[p["gpu"]])
+        if no_link.any():
+            at = _first(no_link)
+            raise SpecError(f"{where}: {self.gpu_names[at(p['gpu'])]} lists no "
+                            f"interconnect_gbs, which tp {at(tp)} needs for its all-reduces; "
+                            "add it to the GPU spec or drop the pair")
+        models = [("model", p["model"], p["kv_heads"])]
+        if "draft_model" in p:
+            models.append(("draft_model", p["draft_model"],
+                           self._model_kv_heads[p["draft_model"]]))
+        for key, model, kv_heads in models:
+            heads = self._model_heads[model]
+            uneven = (tp > 1) & (heads % tp != 0)
+            if uneven.any():
+                at = _first(uneven)
+                raise SpecError(f"{where}: tp {at(tp)} does not divide the {at(heads)} "
+                                f"attention heads of {key} {self.model_names[at(model)]}; "
+                                "tensor parallelism splits them evenly")
+            kv_uneven = ((tp > 1) & ~self._model_is_mla[model] & (kv_heads % tp != 0)
+                         & (tp % kv_heads != 0))
+            if kv_uneven.any():
+                at = _first(kv_uneven)
+                raise SpecError(f"{where}: tp {at(tp)} and the {at(kv_heads)} KV heads of "
+                                f"{key} {self.model_names[at(model)]}: one must divide the "
+                                "other (split, or replicate each KV head)")
+
+    def _check_speculation(self, where: str) -> None:
+        grid = self.grid
+        if not grid.given("spec_tokens"):
+            for key in ("acceptance", "draft_model"):
+                if grid.given(key):
+                    raise SpecError(f"{where}: {key} needs spec_tokens (tokens drafted per "
+                                    "sequence and step); give it in [fixed] or [axes]")
+        elif max(grid.values_of("spec_tokens")) > 0 and not grid.given("acceptance"):
+            raise SpecError(f"{where}: spec_tokens needs acceptance, each drafted token's "
+                            "acceptance rate (0 to 1), in [fixed] or [axes]")
 
 
 def _column_dtype(name: str) -> type:

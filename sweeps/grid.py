@@ -30,7 +30,10 @@ names = ["roofline"]
 
 Parameters are the `sweep point` options (see `PARAMETERS`); one that a grid does not
 give takes `sweep point`'s default (the model's own KV heads and weight dtype, the
-profile's mfu/mbu/reserve). Paths to GPU or model files are relative to the grid file.
+profile's mfu/mbu/reserve). Tensor parallelism (`tp`), speculative decoding
+(`spec_tokens`, `acceptance`, `draft_model`), the experts' format, a price and energy
+are columns only in grids that give them; where such a grid crosses spec_tokens 0 with
+acceptance values, the acceptance does nothing at 0. Paths to GPU or model files are relative to the grid file.
 The other kinds have their own parameters (`KIND_PARAMETERS`: `sweep simulate`'s and
 `sweep optimize`'s options), evaluated one point at a time (rooftui.sweeps.kinds).
 
@@ -79,7 +82,7 @@ DEFAULT_MODEL = "llama-3-8b"
 # Value kinds: how a parameter's values are checked, and the type of its parquet column.
 STRING_KINDS = {"gpu", "model", "dtype", "choice", "workload", "distribution"}
 INTEGER_KINDS = {"count", "positive_count"}
-FLOAT_KINDS = {"fraction", "amount", "positive"}
+FLOAT_KINDS = {"fraction", "probability", "amount", "positive"}
 FLAG_KINDS = {"flag"}
 
 
@@ -88,11 +91,13 @@ class Parameter:
     """One input of a step, as a grid names it."""
 
     kind: str  # gpu, model, dtype, choice, workload, distribution, count, positive_count,
-    # fraction, amount, positive, flag
+    # fraction (0, 1], probability [0, 1], amount, positive, flag
     meaning: str  # with its unit
     default: Any = None  # when the grid does not give it; None: resolved per point
     choices: tuple[str, ...] = ()
     fixed_only: bool = False  # changes what is counted: one value per grid
+    # a parquet column only when the grid gives it (its default adds nothing to a step)
+    column_when_given: bool = False
 
 
 _POINT_DEFAULTS = {f.name: f.default for f in fields(PointConfig)}
@@ -113,10 +118,26 @@ PARAMETERS: dict[str, Parameter] = {
     "weight_dtype": Parameter("dtype", "weight format [default: the model's]"),
     "kv_dtype": Parameter("dtype", "KV-cache format [default: bf16; fp16 for fp16 models]"),
     "compute_dtype": Parameter("dtype", "matmul format [default: follows the weights]"),
+    "expert_dtype": Parameter("dtype", "routed experts' format (MoE) [default: the model's "
+                              "own when the weights are, else the weights']",
+                              column_when_given=True),
+    "tp": Parameter("positive_count", "GPUs one replica is split over (tensor "
+                    "parallelism; adds the communication part)", 1, column_when_given=True),
+    "spec_tokens": Parameter("count", "speculative decoding: tokens drafted per sequence "
+                             "and step (needs acceptance)", 0, column_when_given=True),
+    "acceptance": Parameter("probability", "each drafted token's acceptance rate, 0 to 1",
+                            column_when_given=True),
+    "draft_model": Parameter("model", "the draft model (a shipped name or a file) "
+                             "[default: drafting costs nothing]", column_when_given=True),
     "mfu": Parameter("fraction", "fraction of dense peak FLOP/s reached [default: profile]"),
     "mbu": Parameter("fraction", "fraction of peak bandwidth reached [default: profile]"),
     "memory_reserve_gb": Parameter("amount", "GB held back from the KV cache [default: profile]"),
-    "tpot_budget": Parameter("positive", "seconds: adds max_batch_for_tpot [default: none]"),
+    "tpot_budget": Parameter("positive", "seconds: adds max_batch_for_tpot [default: none]",
+                             column_when_given=True),
+    "price_per_gpu_hour": Parameter("amount", "adds cost_per_million_tokens (price per "
+                                    "GPU-hour)", column_when_given=True),
+    "energy": Parameter("flag", "adds energy_j_per_token from each GPU's board power "
+                        "(tdp_w)", False, fixed_only=True, column_when_given=True),
     "overlap": Parameter("choice", "parts or full [default: profile]", choices=OVERLAPS,
                          fixed_only=True),
     "attention_flops": Parameter("choice", "causal or full [default: profile]",
@@ -126,7 +147,7 @@ PARAMETERS: dict[str, Parameter] = {
     "kv_write": Parameter("flag", "count writing new K and V [default: profile]",
                           fixed_only=True),
 }
-CATALOG = {"gpu": "gpus", "model": "models"}  # parameters naming spec files
+CATALOG = {"gpu": "gpus", "model": "models", "draft_model": "models"}  # naming spec files
 
 # The simulator's configuration: GPU, model, dtypes and assumptions as for a step (no
 # what-if KV heads), tensor parallelism, and `sweep simulate`'s scheduler and workload.
@@ -519,6 +540,8 @@ def _check_value(key: str, parameter: Parameter, value: Any, where: str) -> Any:
         return int(value)
     if kind == "fraction" and not 0 < value <= 1:
         raise SpecError(f"{where}: expected a fraction in (0, 1], got {value!r}")
+    if kind == "probability" and not 0 <= value <= 1:
+        raise SpecError(f"{where}: expected a probability in [0, 1], got {value!r}")
     if kind == "positive" and value <= 0:
         raise SpecError(f"{where}: expected a number > 0, got {value!r}")
     if kind == "amount" and value < 0:
@@ -562,6 +585,9 @@ def _with_specs(grid: Grid, where: str) -> Grid:
     (part of the hash: the points depend on their numbers)."""
     specs: dict[str, Any] = {"gpus": {}, "models": {}, "profile": None}
     for parameter, kind in CATALOG.items():
+        if parameter not in grid.parameters or not grid.given(parameter) and (
+                grid.parameters[parameter].default is None):
+            continue
         for name in grid.values_of(parameter):
             try:
                 path = spec_files.resolve(kind, grid.catalog_path(name))

@@ -19,10 +19,17 @@ Inputs (one per `sweep point` option; those a grid does not give hold their defa
     weight_dtype              string   weight format (fp32, bf16, fp16, fp8, int8, int4, ...)
     kv_dtype                  string   KV-cache format
     compute_dtype             string   matmul format (picks the peak)
+    expert_dtype              string   routed experts' format; only when the grid gives it
+    tp                        int64    GPUs per replica (tensor parallelism); only when given
+    spec_tokens               int64    tokens drafted per sequence and step; only when given
+    acceptance                float64  a drafted token's acceptance rate; only when given
+    draft_model               string   the draft model; only when given (else drafting is free)
     mfu_assumed               float64  assumed fraction of dense peak FLOP/s (the `mfu` option)
     mbu_assumed               float64  assumed fraction of peak bandwidth (the `mbu` option)
     memory_reserve_gb         float64  GB held back from the KV cache
     tpot_budget               float64  seconds; only when the grid gives it
+    price_per_gpu_hour        float64  only when the grid gives it
+    energy                    bool     only when the grid gives it
     overlap                   string   "parts" or "full"
     attention_flops_assumed   string   "causal" or "full" (the `attention_flops` option)
     activation_traffic        bool     hidden-state traffic counted
@@ -44,9 +51,14 @@ as bool, everything else float64; SI units: s, FLOP, B, FLOP/s, B/s, FLOP/B):
     [activations_flops, activations_bytes, activations_time_s, activations_intensity,
     activations_compute_bound: when activation_traffic],
     weight_bytes, kv_bytes, kv_bytes_per_token, max_batch, fits, intensity_ceiling,
-    throughput_ceiling_tokens_per_s, energy_j_per_token (NaN for a GPU spec without
-    tdp_w), [max_batch_for_tpot: when tpot_budget is given];
-    keys the core adds (tensor parallelism, speculative decoding, ...) appear the same way.
+    throughput_ceiling_tokens_per_s,
+    [energy_j_per_token: with energy = true, NaN for a GPU spec without tdp_w],
+    [cost_per_million_tokens: with price_per_gpu_hour],
+    [max_batch_for_tpot: when tpot_budget is given];
+    with tp: communication_flops/_bytes/_time_s and tokens_per_s_per_gpu (a replica of
+    tp = 1 in such a grid has zero communication); with spec_tokens:
+    expected_tokens_per_step, and with a draft_model the draft_* parts (the draft's k
+    decode steps) as above.
 
 Bounds as words, from the booleans above
     bound, gemm_bound, attention_bound [, activations_bound]   string  "memory" or "compute"

@@ -94,6 +94,8 @@ class ExplorerSettings:
         for key in ("mfu", "mbu", "acceptance"):
             if key in values:
                 values[key] = float(values[key])
+        if not values.get("spec_tokens"):  # a grid's acceptance axis does nothing there
+            values.pop("acceptance", None)
         if "gpu" in values:
             values["gpu"] = shipped_key("gpus", str(values["gpu"]))
         if "model" in values:

@@ -145,3 +145,15 @@ def test_a_directory_that_is_not_a_sweep_is_refused(tmp_path):
 
     with pytest.raises(SpecError, match="no sweep results"):
         check_results_dir(tmp_path)
+
+
+def test_a_row_of_a_tp_and_speculation_grid_carries_them_to_the_explorer():
+    from rooftui.tui.settings import ExplorerSettings
+
+    row = {"gpu": "h100-sxm", "model": "llama-3-8b", "batch": 16, "context": 4096,
+           "tp": 2, "spec_tokens": 0, "acceptance": 0.8, "mfu_assumed": 1.0}
+    plain = ExplorerSettings.from_row(row)
+    assert (plain.tp, plain.spec_tokens, plain.acceptance) == (2, 0, None)
+    assert plain.config().tp == 2  # acceptance at spec_tokens 0 dropped, as the grid ignores it
+    speculating = ExplorerSettings.from_row({**row, "spec_tokens": 3})
+    assert (speculating.spec_tokens, speculating.acceptance) == (3, 0.8)

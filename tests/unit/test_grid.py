@@ -269,6 +269,103 @@ def test_defaults_follow_sweep_point():
         assert row["max_batch_for_tpot"] == _reference(sweep, row)["max_batch_for_tpot"]
 
 
+FEATURES = """
+name = "features"
+[fixed]
+tpot_budget = 0.05
+price_per_gpu_hour = 2.5
+energy = true
+[axes]
+gpu = ["h100-sxm", "b200"]
+model = ["gpt-oss-20b", "mixtral-8x7b", "llama-3-8b"]
+tp = [1, 2, 4]
+spec_tokens = [0, 3]
+acceptance = [0.0, 0.8]
+batch = [1, 48]
+context = [1024, 8192]
+"""
+
+
+def _feature_reference(row: dict, weights_given: bool) -> dict:
+    """`sweep point` for a row of a grid with tp, speculation, price and energy."""
+    draft = row.get("draft_model")
+    config = PointConfig(
+        gpu=load_gpu(row["gpu"]), model=load_model(row["model"]), batch=row["batch"],
+        context=row["context"], weight_dtype=row["weight_dtype"] if weights_given else None,
+        expert_weight_dtype=row.get("expert_dtype"), tp=row["tp"],
+        spec_tokens=row["spec_tokens"],
+        acceptance=row["acceptance"] if row["spec_tokens"] else None,
+        draft_model=load_model(draft) if draft and row["spec_tokens"] else None,
+        tpot_budget=row["tpot_budget"], price_per_gpu_hour=row["price_per_gpu_hour"],
+        energy=True)
+    return evaluate_point(config)
+
+
+@pytest.mark.parametrize("extra", [
+    "",  # gpt-oss's experts in their own mxfp4, as `sweep point` reads them
+    'draft_model = ["llama-2-7b"]\n',
+    'weight_dtype = ["fp8"]\nexpert_dtype = ["int4-g128"]\n',
+])
+def test_rows_with_tp_and_speculation_equal_sweep_point(extra):
+    sweep = Sweep(grid(FEATURES + extra))
+    rows = _rows(sweep)
+    assert len(rows) == sweep.grid.size
+    columns = set(sweep.column_types)
+    assert {"tp", "spec_tokens", "acceptance", "communication_time_s",
+            "expected_tokens_per_step", "tokens_per_s_per_gpu", "energy_j_per_token",
+            "cost_per_million_tokens"} <= columns
+    for row in rows:
+        reference = _feature_reference(row, weights_given="weight_dtype" in extra)
+        for key, value in reference.items():
+            if key in row:  # a grid of speculation has the free-drafting keys everywhere
+                assert row[key] == pytest.approx(value, rel=1e-9, abs=1e-300, nan_ok=True), (
+                    key, row["model"], row["tp"], row["spec_tokens"])
+        if row["tp"] == 1:  # a one-GPU replica of a TP grid: no link traffic
+            assert row["communication_time_s"] == 0.0 and row["communication_bytes"] == 0.0
+        if row["spec_tokens"] == 0:
+            assert row["expected_tokens_per_step"] == 1.0
+
+
+def test_features_not_given_add_no_columns():
+    columns = set(Sweep(grid(SMALL)).column_types)
+    for name in ("tp", "spec_tokens", "acceptance", "draft_model", "expert_dtype",
+                 "communication_time_s", "expected_tokens_per_step", "energy",
+                 "energy_j_per_token", "cost_per_million_tokens", "tpot_budget"):
+        assert name not in columns, name
+
+
+@pytest.mark.parametrize(("body", "needles"), [
+    ('[axes]\nmodel = ["qwen2.5-7b"]\ntp = [1, 8]\n',
+     ["tp 8", "28 attention heads", "qwen2.5-7b"]),
+    ('[axes]\nmodel = ["llama-3-8b"]\ntp = [64]\n', ["tp 64", "32 attention heads"]),
+    ('[axes]\nmodel = ["phi-3-mini"]\ntp = [1, 3]\n', ["tp 3"]),
+    ('[fixed]\nspec_tokens = 4\n', ["spec_tokens needs acceptance"]),
+    ('[fixed]\nacceptance = 0.5\n', ["acceptance needs spec_tokens"]),
+    ('[fixed]\ndraft_model = "llama-2-7b"\n', ["draft_model needs spec_tokens"]),
+    ('[fixed]\nspec_tokens = 2\nacceptance = 1.5\n', ["acceptance", "[0, 1]"]),
+    ('[fixed]\nspec_tokens = 2\nacceptance = 0.5\ndraft_model = "no-such"\n',
+     ["draft_model", "no-such"]),
+    ('[axes]\nenergy = [true, false]\n', ["energy", "[fixed]"]),
+])
+def test_bad_feature_specs_are_one_line_errors(body, needles):
+    message = error_of('name = "x"\n' + body)
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_tp_needs_an_interconnect(tmp_path):
+    gpu = (REPO / "specs" / "gpus" / "l4.toml").read_text()
+    (tmp_path / "g.toml").write_text("\n".join(
+        line for line in gpu.splitlines() if not line.startswith("interconnect_gbs")))
+    text = 'name = "x"\n[axes]\ngpu = ["./g.toml"]\ntp = [1, 2]\n'
+    with pytest.raises(SpecError, match="lists no interconnect_gbs"):
+        Sweep(parse_grid(text, tmp_path / "grid.toml"))
+    # a one-GPU replica needs no link
+    sweep = Sweep(parse_grid(text.replace("[1, 2]", "[1]"), tmp_path / "grid.toml"))
+    row = _rows(sweep)[0]
+    assert row["communication_time_s"] == 0.0 and np.isfinite(row["step_time_s"])
+
+
 def test_columns_cover_every_metric_and_the_roofs():
     sweep = Sweep(grid('name = "c"\n[fixed]\nactivation_traffic = true\n'))
     gpus = GPUTable.of([load_gpu("h100-sxm")])
