@@ -307,6 +307,13 @@ class Grid:
             return str(self.path.parent / name)
         return name
 
+    def block_unit(self, max_points: int) -> int:
+        """The stride of the coarsest dimension that fits in `max_points`: `blocks` cuts
+        an id range whose ends are multiples of it into blocks of whole multiples of it,
+        with no small pieces of the finer dimensions at its edges."""
+        strides = (math.prod(self.radices[d + 1:]) for d in range(len(self.radices)))
+        return next((stride for stride in strides if stride <= max_points), 1)
+
     def blocks(self, start: int, stop: int, max_points: int | None = None):
         """Rectangular blocks covering ids [start, stop) in order, each of at most
         `max_points` points (about 2 per dimension more than stop - start / max_points)."""

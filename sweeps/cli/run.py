@@ -87,7 +87,7 @@ def _parameters_help() -> str:
                    "SLURM_ARRAY_TASK_ID, _MIN and _COUNT when set, else all].")
 @click.option("--shard-size", type=click.IntRange(min=1), metavar="POINTS",
               help="Points per parquet file [default: the existing run's, else about 64 "
-                   "shards, 2^16..2^20 points each].")
+                   "shards, 2^16..2^20 points each, in whole evaluation blocks].")
 @click.option("--workers", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Local worker processes (or Dask workers of a local cluster).")
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local",

@@ -19,7 +19,8 @@ from polars.testing import assert_frame_equal
 
 from rooftui.sweeps import runner
 from rooftui.sweeps.cli import main
-from rooftui.sweeps.grid import load_grid
+from rooftui.sweeps.evaluate import EVALUATION_POINTS
+from rooftui.sweeps.grid import load_grid, parse_grid
 from rooftui.sweeps.results import read_manifest, scan_results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -363,3 +364,21 @@ def test_resume_after_kill_matches_an_uninterrupted_run(how, tmp_path):
     assert [p.name for p in _shards(killed)] == [p.name for p in _shards(clean)]
     for mine, theirs in zip(_shards(killed), _shards(clean), strict=True):
         assert_frame_equal(pl.read_parquet(mine), pl.read_parquet(theirs))
+
+
+@pytest.mark.parametrize("batches", ['{ start = 1, stop = 1024, scale = "log2" }',
+                                     '{ start = 1, stop = 100 }'])
+def test_default_step_shards_are_whole_evaluation_blocks(batches):
+    """Shard edges on block edges: no shard is evaluated in small pieces."""
+    path = Path(__file__).resolve().parents[2] / "specs" / "grid.toml"
+    text = path.read_text().replace('{ start = 1, stop = 1024, scale = "log2" }', batches)
+    grid = parse_grid(text, path)
+    unit = grid.block_unit(EVALUATION_POINTS)
+    assert EVALUATION_POINTS // 3 < unit <= EVALUATION_POINTS
+    size = runner.default_shard_size(grid.size, unit=unit)
+    assert size % unit == 0 and size >= runner.MIN_SHARD_POINTS
+    layout = runner.Layout(grid.size, size)
+    for index in range(layout.shards):
+        blocks = list(grid.blocks(*layout.range(index), EVALUATION_POINTS))
+        assert all(block.size % unit == 0 for block in blocks[:-1])
+        assert len(blocks) <= -(-size // unit) + 1
