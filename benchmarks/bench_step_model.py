@@ -14,6 +14,8 @@ ratio.
                                                        # TP 2 and speculative decoding
     python benchmarks/bench_step_model.py --features --models moe --tp 1 --spec-tokens 0
                                         [--tpot-budget 0]   # one feature at a time
+    python benchmarks/bench_step_model.py --features --models dense --tp 1 \
+                                        --draft-model llama-2-7b  # drafting by a model
 """
 
 from __future__ import annotations
@@ -61,17 +63,23 @@ def main() -> None:
     parser.add_argument("--tp", type=int, default=2, help="with --features: TP degree")
     parser.add_argument("--spec-tokens", type=int, default=4,
                         help="with --features: speculated tokens (acceptance 0.7; 0: none)")
+    parser.add_argument("--draft-model", metavar="NAME",
+                        help="with --features and --spec-tokens: the draft model's cost")
     parser.add_argument("--tpot-budget", type=float, default=0.05,
                         help="seconds, for max_batch_for_tpot (0: not computed)")
     args = parser.parse_args()
 
     gpus = GPUTable.of([load_gpu(g) for g in GPUS])
     moe = args.features and args.models == "moe"
-    models = ModelArrays.stack([load_model(m) for m in (FEATURE_MODELS if moe else MODELS)])
+    names = FEATURE_MODELS if moe else MODELS
+    drafts = [args.draft_model] if args.features and args.draft_model else []
+    models = ModelArrays.stack([load_model(m) for m in names + drafts])
     extra = {}
     if args.features:
         extra = {"tp": args.tp, "spec_tokens": args.spec_tokens,
                  "acceptance": 0.7 if args.spec_tokens else 0.0}
+        if drafts:
+            extra["draft_model"] = len(names)  # the table's last row
     budget = args.tpot_budget or None
     assumptions = Assumptions()
     batches = np.arange(1, args.batches + 1, dtype=np.float64)
@@ -97,8 +105,7 @@ def main() -> None:
         vector_s = min(vector_s, time.perf_counter() - start)
     vector_rate = points / vector_s
     if args.features:
-        names = ", ".join(FEATURE_MODELS if moe else MODELS)
-        print(f"features ({names}; {extra}; TPOT budget {budget} s): {points:,} "
+        print(f"features ({', '.join(names)}; {extra}; TPOT budget {budget} s): {points:,} "
               f"configurations in {vector_s:.2f} s (best of {args.repeats}) = "
               f"{vector_rate / 1e6:.1f} M configs/s, load {os.getloadavg()[0]:.1f}")
         return
