@@ -443,12 +443,21 @@ def _costs(shape: _Shape, batch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return {name: part.at(batch) for name, part in shape.parts.items()}
 
 
-def _times(costs, compute_rate, memory_rate, link_rate):
-    # no link traffic takes no time, even where a GPU lists no interconnect
-    return {name: (np.where(nbytes > 0, nbytes / link_rate, 0.0) if name in LINK_PARTS
-                   else nbytes / memory_rate if flops is None
-                   else np.maximum(flops / compute_rate, nbytes / memory_rate))
-            for name, (flops, nbytes) in costs.items()}
+def _times(costs, compute_rate, memory_rate, link_rate, compute_bound=None):
+    """Each part's time; with a dict `compute_bound`, also whether its FLOPs take longer
+    than its bytes (the comparison the time makes anyway)."""
+    times = {}
+    for name, (flops, nbytes) in costs.items():
+        if name in LINK_PARTS:  # no link traffic takes no time, even with no interconnect
+            times[name] = np.where(nbytes > 0, nbytes / link_rate, 0.0)
+        elif flops is None:
+            times[name] = nbytes / memory_rate
+        else:
+            compute, memory = flops / compute_rate, nbytes / memory_rate
+            times[name] = np.maximum(compute, memory)
+            if compute_bound is not None:
+                compute_bound[name] = compute > memory
+    return times
 
 
 def _step_time(costs, part_times, assumptions, compute_rate, memory_rate):
@@ -520,7 +529,9 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
     costs = _costs(shape, batch)
     timed = costs if not shape.calibrated else {
         name: part.at(batch) for name, part in shape.timed_parts.items()}
-    part_times = _times(timed, compute_rate, memory_rate, inputs.interconnect)
+    # the parts' bounds are of their real costs: the times' comparison when those time them
+    part_bounds = {} if timed is costs else None
+    part_times = _times(timed, compute_rate, memory_rate, inputs.interconnect, part_bounds)
     step_time = _step_time(timed, part_times, assumptions, compute_rate, memory_rate)
     if shape.calibrated:  # an empty step (no token) runs nothing and pays nothing
         busy = batch * shape.queries + inputs.prefill > 0
@@ -561,7 +572,9 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
                 out[f"{name}_intensity"], out[f"{name}_compute_bound"] = 0.0, False
                 continue
             out[f"{name}_intensity"] = part_flops / part_bytes
-            out[f"{name}_compute_bound"] = part_flops / compute_rate > part_bytes / memory_rate
+            out[f"{name}_compute_bound"] = (
+                part_bounds[name] if part_bounds is not None
+                else part_flops / compute_rate > part_bytes / memory_rate)
         if shape.calibrated:
             out["overhead_s"] = overhead
         if shape.speculating:
