@@ -40,6 +40,7 @@ from rooftui.sweeps.grid import (
     Block,
     Grid,
 )
+from rooftui.sweeps.results import is_derived
 
 # Points evaluated in one call at most: bounds memory (about 1 kB per point in flight,
 # ~150 MB peak per process) while amortising numpy's per-call overhead; 2^15 to 2^17 run
@@ -105,10 +106,15 @@ class Sweep:
         self.parameter_columns = tuple(name for name, parameter in PARAMETERS.items()
                                        if not parameter.column_when_given or grid.given(name))
         self.skipped_points = self._check()
-        # the columns and their numpy types, from the first point; the names that each
-        # string column's int32 codes index
-        self.column_types = {name: column.dtype for name, column in
-                             self.evaluate(next(grid.blocks(0, 1))).items()}
+        # the columns and their numpy types, from the first point: all of them as a reader
+        # sees them (`result_types`), and those the files store (`column_types`: not the
+        # ones `results.with_derived` computes on read); the names that each string
+        # column's int32 codes index
+        first = next(grid.blocks(0, 1))
+        self.result_types = {name: column.dtype for name, column in
+                             self.evaluate(first, derived=True).items()}
+        self.column_types = {name: dtype for name, dtype in self.result_types.items()
+                             if not is_derived(name)}
         self.dictionaries = {
             name: self._names_of.get(name.removesuffix("_assumed"), BOUNDS)
             for name, dtype in self.column_types.items() if dtype == np.int32}
@@ -140,8 +146,9 @@ class Sweep:
         p["group_size"] = heads // p["kv_heads"]
         return p
 
-    def evaluate(self, block: Block) -> dict[str, np.ndarray]:
-        """The block's rows: point ids, parameters, the GPU's roofs and every metric."""
+    def evaluate(self, block: Block, derived: bool = False) -> dict[str, np.ndarray]:
+        """The block's rows: point ids, parameters, the GPU's roofs and every metric the
+        files store (with `derived`, also those computed on read)."""
         p = self.step_parameters(self._given(block))
         inputs = gather_step_inputs(self.gpu_table, self.model_arrays,
                                     **{k: v for k, v in p.items() if k in GATHER_KEYWORDS})
@@ -162,10 +169,11 @@ class Sweep:
         bounds = {}
         for key, value in metrics.items():
             if np.asarray(value).dtype == bool:
-                columns[key] = flat(value, bool)
                 if key.endswith(BOUND_SUFFIX):
                     bounds[bound_column(key)] = flat(value, np.int32)
-            else:
+                if derived or not is_derived(key):
+                    columns[key] = flat(value, bool)
+            elif derived or not is_derived(key):
                 columns[key] = flat(value, np.float64)
         columns.update(bounds)
         if self.grid.skip_unsupported:

@@ -5,8 +5,9 @@ fails, `sweep optimize`'s engine). `evaluator_for(grid)` picks the evaluator of 
 kind; `step` grids keep the vectorised `Sweep`.
 
 Both evaluators have `Sweep`'s interface, so `sweep run` shards, resumes and distributes
-them unchanged: `grid`, `column_types`, `dictionaries`, `input_columns`, `skipped_points`,
-`row_groups(start, stop)`, `unsupported_points(start, stop)`, `estimate_points`.
+them unchanged: `grid`, `column_types`, `result_types`, `dictionaries`, `input_columns`,
+`skipped_points`, `row_groups(start, stop)`, `unsupported_points(start, stop)`,
+`estimate_points`.
 
 Rows (the column contract; `sweep chart` and the TUI read them):
 - `point_id`, then one column per parameter of the kind (`grid.KIND_PARAMETERS`) that has
@@ -102,6 +103,11 @@ class PointwiseSweep:
 
     estimate_points = 2  # `sweep run --dry-run` times this many points
     group_points = 16  # points per yielded row group (progress is reported per group)
+
+    @property
+    def result_types(self) -> dict[str, np.dtype]:
+        """Every column as a reader sees it: those stored (none is derived on read)."""
+        return self.column_types
 
     def __init__(self, grid: Grid) -> None:
         self.grid = grid

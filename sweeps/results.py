@@ -65,7 +65,16 @@ Bounds as words, from the booleans above
 
 String columns are dictionary-encoded (polars reads them as Categorical). Ratios of zero
 by zero (a step with no tokens) are NaN; `max_batch` is +inf when memory never binds.
-The manifest's "columns" maps each column of a given output to its type.
+The manifest's "columns" maps each column of a given output to its type, in this order.
+
+Derived on read: the parquet files of a step grid do not store the metrics that follow
+exactly from stored columns (`is_derived`): `ridge`, `intensity`, `*_intensity`,
+`compute_bound` and `*_compute_bound`, `tokens_per_s`, `prefill_tokens_per_s`,
+`per_user_tokens_per_s`, `mfu`, `mbu`, `tokens_per_s_per_gpu`. `scan_results` adds them
+with the operations the core uses (`with_derived`), so their values are identical to
+`sweep point`'s. Tokens per second and MFU differ at every point and barely compress:
+not storing them halves the bytes per row and takes a quarter off the write. Read a
+sweep with `scan_results`; a reader of the raw files computes these itself.
 """
 
 from __future__ import annotations
@@ -97,10 +106,74 @@ def read_manifest(out_dir: str | Path) -> dict[str, Any]:
 
 def scan_results(out_dir: str | Path) -> pl.LazyFrame:
     """Every point written so far, lazily: filters and column selections read only what
-    they need. Complete shards only (partial writes are hidden files)."""
+    they need. Complete shards only (partial writes are hidden files). The derived
+    metrics are added, and the columns put in the manifest's order when it is there."""
     import polars as pl
 
     points = Path(out_dir) / POINTS
     if not any(points.glob(SHARDS)):
         raise SpecError(f"{out_dir}: no results in {POINTS}/ (run `sweep run GRID` first)")
-    return pl.scan_parquet(points / SHARDS)
+    frame = with_derived(pl.scan_parquet(points / SHARDS))
+    try:
+        order = list(read_manifest(out_dir).get("columns", ()))
+    except SpecError:  # a run still writing its first manifest
+        return frame
+    present = frame.collect_schema().names()
+    if sorted(order) != sorted(present):  # a manifest of other columns: keep the files'
+        return frame
+    return frame.select(order)
+
+
+_RATIOS = ("ridge", "intensity", "tokens_per_s", "prefill_tokens_per_s",
+           "per_user_tokens_per_s", "mfu", "mbu", "tokens_per_s_per_gpu")
+
+
+def is_derived(name: str) -> bool:
+    """A step metric `sweep run` leaves out of its files and `with_derived` computes."""
+    return name in _RATIOS or name.endswith(("_intensity", "compute_bound"))
+
+
+def with_derived(frame: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame | pl.DataFrame:
+    """`frame` with every derived metric it lacks and has the columns for, computed with
+    the operations of `rooftui.core.step.evaluate_step` (so to the last bit)."""
+    import polars as pl
+
+    names = frame.collect_schema().names()
+    have = set(names)
+    col = pl.col
+
+    def present(*columns: str) -> bool:
+        return all(c in have for c in columns)
+
+    step = col("step_time_s")
+    per_step = (col("expected_tokens_per_step") if "expected_tokens_per_step" in have
+                else pl.lit(1.0))  # tokens a sequence gains per step
+    new_tokens = (col("batch") * col("expected_tokens_per_step")
+                  if "expected_tokens_per_step" in have else col("batch").cast(pl.Float64))
+    rules = {
+        "ridge": (("peak_flops", "bandwidth_bytes_per_s"),
+                  lambda: col("peak_flops") / col("bandwidth_bytes_per_s")),
+        "intensity": (("flops", "bytes"), lambda: col("flops") / col("bytes")),
+        "compute_bound": (("bound",), lambda: col("bound") == "compute"),
+        "tokens_per_s": (("batch", "step_time_s"), lambda: new_tokens / step),
+        "prefill_tokens_per_s": (("prefill", "step_time_s"), lambda: col("prefill") / step),
+        "per_user_tokens_per_s": (("batch", "step_time_s"), lambda: pl.when(
+            col("batch") > 0).then(per_step / step).otherwise(0.0)),
+        "mfu": (("flops", "step_time_s", "peak_flops"),
+                lambda: col("flops") / (step * col("peak_flops"))),
+        "mbu": (("bytes", "step_time_s", "bandwidth_bytes_per_s"),
+                lambda: col("bytes") / (step * col("bandwidth_bytes_per_s"))),
+        "tokens_per_s_per_gpu": (("batch", "step_time_s", "tp"),
+                                 lambda: new_tokens / step / col("tp")),
+    }
+    for bound in (n for n in names if n.endswith("_bound") and n != "compute_bound"):
+        part = bound.removesuffix("_bound")
+        # parts without FLOPs (activations) have intensity 0, as the core reports
+        rules[f"{part}_intensity"] = (
+            (f"{part}_flops", f"{part}_bytes"),
+            (lambda: pl.lit(0.0)) if part.endswith("activations")
+            else (lambda part=part: col(f"{part}_flops") / col(f"{part}_bytes")))
+        rules[f"{part}_compute_bound"] = ((bound,), lambda bound=bound: col(bound) == "compute")
+    added = [rule().alias(name) for name, (sources, rule) in rules.items()
+             if name not in have and present(*sources)]
+    return frame.with_columns(added) if added else frame

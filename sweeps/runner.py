@@ -491,7 +491,7 @@ def build_manifest(sweep: Sweep, layout: Layout, environment: dict[str, Any],
         "shards_done": shards_done,
         "complete": shards_done == layout.shards,
         "columns": {name: ("string" if name in sweep.dictionaries else str(dtype))
-                    for name, dtype in sweep.column_types.items()},
+                    for name, dtype in sweep.result_types.items()},
         "versions": {k: v for k, v in environment.items() if k not in ("git_commit", "host")},
         "git_commit": environment["git_commit"],
         "host": environment["host"],

@@ -110,7 +110,8 @@ def run(grid_path, out_dir, part, shard_size, workers, executor, scheduler, forc
     Each shard (a contiguous range of point ids) is computed with the vectorised step model
     and written atomically, so an interrupted run resumes where it stopped: rerun the same
     command. Results: DIR/points/*.parquet (one row per point), DIR/manifest.json, charts in
-    DIR/charts/; read them with `rooftui DIR` or polars.scan_parquet.
+    DIR/charts/; read them with `rooftui DIR` or rooftui.sweeps.results.scan_results(DIR)
+    (a polars LazyFrame; it adds the ratios the files leave out, such as tokens_per_s).
 
     \b
     Examples:

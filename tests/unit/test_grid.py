@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from rooftui.core.step import evaluate_step
 from rooftui.core.tables import GPUTable, dtype_code, gather_step_inputs
 from rooftui.sweeps.evaluate import BOUNDS, Sweep
 from rooftui.sweeps.grid import Grid, load_grid, parse_grid
+from rooftui.sweeps.results import is_derived, with_derived
 
 REPO = Path(__file__).resolve().parents[2]
 WHERE = Path("/virtual/grid.toml")
@@ -232,12 +234,14 @@ def _reference(sweep: Sweep, row: dict) -> dict:
 
 
 def _rows(sweep: Sweep) -> list[dict]:
+    """The rows as `scan_results` reads them: names decoded, the derived metrics added."""
     rows = []
     for columns, _ in sweep.row_groups(0, sweep.grid.size):
-        names = {k: v for k, v in sweep.dictionaries.items()}
-        for i in range(len(columns["point_id"])):
-            rows.append({k: (names[k][v[i]] if k in names else v[i].item())
-                         for k, v in columns.items()})
+        decoded = {k: (np.array(sweep.dictionaries[k], dtype=object)[v]
+                       if k in sweep.dictionaries else v) for k, v in columns.items()}
+        frame = with_derived(pl.DataFrame(decoded))
+        assert sorted(frame.columns) == sorted(sweep.result_types)  # what readers see
+        rows += frame.to_dicts()
     return rows
 
 
@@ -310,7 +314,7 @@ def test_rows_with_tp_and_speculation_equal_sweep_point(extra):
     sweep = Sweep(grid(FEATURES + extra))
     rows = _rows(sweep)
     assert len(rows) == sweep.grid.size
-    columns = set(sweep.column_types)
+    columns = set(sweep.result_types)
     assert {"tp", "spec_tokens", "acceptance", "communication_time_s",
             "expected_tokens_per_step", "tokens_per_s_per_gpu", "energy_j_per_token",
             "cost_per_million_tokens"} <= columns
@@ -327,7 +331,7 @@ def test_rows_with_tp_and_speculation_equal_sweep_point(extra):
 
 
 def test_features_not_given_add_no_columns():
-    columns = set(Sweep(grid(SMALL)).column_types)
+    columns = set(Sweep(grid(SMALL)).result_types)
     for name in ("tp", "spec_tokens", "acceptance", "draft_model", "expert_dtype",
                  "communication_time_s", "expected_tokens_per_step", "energy",
                  "energy_j_per_token", "cost_per_million_tokens", "tpot_budget"):
@@ -374,8 +378,12 @@ def test_columns_cover_every_metric_and_the_roofs():
         gpus, load_model("llama-3-8b").as_arrays(), gpu=0, model=0, batch=1, context=1,
         prefill=0, prefill_context=0, weight_dtype=bf16, kv_dtype=bf16, compute_dtype=bf16),
         sweep.assumptions)
-    columns = list(sweep.column_types)
+    columns = list(sweep.result_types)
     assert set(metrics) <= set(columns)
+    stored = set(sweep.column_types)  # the files leave out what readers derive exactly
+    assert {c for c in columns if c not in stored} == {c for c in columns if is_derived(c)}
+    assert {"tokens_per_s", "mfu", "mbu", "ridge", "intensity", "gemm_intensity",
+            "compute_bound", "gemm_compute_bound"}.isdisjoint(stored)
     assert {"point_id", "gpu", "model", "batch", "context", "prefill", "prefill_context",
             "kv_heads", "group_size", "weight_dtype", "kv_dtype", "compute_dtype",
             "mfu_assumed", "mbu_assumed", "memory_reserve_gb", "overlap",
@@ -385,3 +393,31 @@ def test_columns_cover_every_metric_and_the_roofs():
     assert len(columns) == len(set(columns))
     assert sweep.column_types["fits"] == np.dtype(bool)
     assert sweep.column_types["step_time_s"] == np.float64
+
+
+
+DERIVED_GRIDS = [
+    # an empty step (batch 0, no prefill): the ratios of zero by zero are NaN alike
+    'name = "d"\n[axes]\ngpu = ["h100-sxm", "mi300x"]\nprefill = [0, 512]\n'
+    'batch = [0, 1, 96]\ncontext = [1, 4096]\n',
+    'name = "d"\nprofile = "derated"\n[fixed]\nactivation_traffic = true\n[axes]\n'
+    'model = ["llama-3-8b", "gemma-2-9b"]\nprefill = [0, 512]\nbatch = [0, 7]\n',
+    FEATURES + 'draft_model = ["llama-2-7b"]\n',
+    FEATURES.replace('name = "features"', 'name = "f"\nprofile = "h100-trtllm"'),
+]
+
+
+@pytest.mark.parametrize("text", DERIVED_GRIDS)
+def test_derived_metrics_are_the_cores_to_the_last_bit(text):
+    """What the files leave out, `with_derived` computes exactly as the core does."""
+    sweep = Sweep(grid(text))
+    block = next(sweep.grid.blocks(0, sweep.grid.size))
+    full = sweep.evaluate(block, derived=True)
+    stored = sweep.evaluate(block)
+    decoded = {k: (np.array(sweep.dictionaries[k], dtype=object)[v]
+                   if k in sweep.dictionaries else v) for k, v in stored.items()}
+    derived = with_derived(pl.DataFrame(decoded))
+    assert set(derived.columns) == set(full) and set(stored) < set(full)
+    for name in full:
+        if is_derived(name):
+            assert np.array_equal(derived[name].to_numpy(), full[name], equal_nan=True), name
