@@ -58,6 +58,7 @@ class ExplorerSettings:
     tp: int = 1  # GPUs one replica is split over (tensor parallelism)
     spec_tokens: int = 0  # speculative decoding: tokens drafted per sequence and step
     acceptance: float | None = None  # each drafted token's acceptance rate
+    draft_model: str | None = None  # None: drafting costs nothing (n-gram, lookup)
 
     def with_changes(self, **changes: object) -> ExplorerSettings:
         return replace(self, **changes)
@@ -72,6 +73,7 @@ class ExplorerSettings:
             gpu=cached_gpu(self.gpu), model=model, batch=self.batch, context=self.context,
             prefill=self.prefill, weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype,
             tp=self.tp, spec_tokens=self.spec_tokens, acceptance=self.acceptance,
+            draft_model=cached_model(self.draft_model) if self.draft_model else None,
             assumptions=assumptions)
 
     @classmethod
@@ -96,10 +98,12 @@ class ExplorerSettings:
                 values[key] = float(values[key])
         if not values.get("spec_tokens"):  # a grid's acceptance axis does nothing there
             values.pop("acceptance", None)
+            values.pop("draft_model", None)
         if "gpu" in values:
             values["gpu"] = shipped_key("gpus", str(values["gpu"]))
-        if "model" in values:
-            values["model"] = shipped_key("models", str(values["model"]))
+        for key in ("model", "draft_model"):
+            if key in values:
+                values[key] = shipped_key("models", str(values[key]))
         return cls(**values).canonical()
 
     def canonical(self) -> ExplorerSettings:

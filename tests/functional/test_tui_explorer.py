@@ -67,6 +67,7 @@ CHANGES = [
     ("tp", "2", {"tp": 2}),
     ("spec_tokens", "3", None),  # needs an acceptance rate
     ("acceptance", "0.7", {"spec_tokens": 3, "acceptance": 0.7}),
+    ("draft_model", "mistral-7b", {"draft_model": "mistral-7b"}),
 ]
 
 

@@ -114,6 +114,9 @@ CONTROLS: tuple[ControlSpec, ...] = (
                 "Speculative decoding: tokens drafted per sequence and step"),
     ControlSpec("acceptance", "accept", "fraction",
                 "Acceptance rate of a drafted token (with spec tokens)"),
+    ControlSpec("draft_model", "draft", "select",
+                "Draft model proposing the tokens (none: free, n-gram or lookup)",
+                lambda settings: [("none", None)] + _names("models")(settings)),
 )
 
 
