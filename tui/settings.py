@@ -23,6 +23,10 @@ from rooftui.core.spec_files import shipped_names
 DEFAULT_GPU = "h100-sxm"
 DEFAULT_MODEL = "llama-3-8b"
 DEFAULT_PROFILE = "ideal"
+# the profile's assumptions a sweep row can set, and every input without a control
+ASSUMED = ("memory_reserve_gb", "overlap", "attention_flops", "activation_traffic",
+           "kv_write")
+UNCONTROLLED = ("compute_dtype", "expert_dtype", "prefill_context", *ASSUMED)
 
 
 # Specs are small TOML files, but a key press should not re-read them: the Explorer asks
@@ -59,6 +63,16 @@ class ExplorerSettings:
     spec_tokens: int = 0  # speculative decoding: tokens drafted per sequence and step
     acceptance: float | None = None  # each drafted token's acceptance rate
     draft_model: str | None = None  # None: drafting costs nothing (n-gram, lookup)
+    # Inputs without a control, which a sweep row opened here may set (None: as the
+    # model or the profile says); the controls list them (`fixed_inputs`).
+    compute_dtype: str | None = None
+    expert_dtype: str | None = None
+    prefill_context: int = 0  # tokens of the prefilled prompt already cached
+    memory_reserve_gb: float | None = None
+    overlap: str | None = None
+    attention_flops: str | None = None
+    activation_traffic: bool | None = None
+    kv_write: bool | None = None
 
     def with_changes(self, **changes: object) -> ExplorerSettings:
         return replace(self, **changes)
@@ -68,20 +82,45 @@ class ExplorerSettings:
         model = cached_model(self.model)
         if self.kv_heads is not None:
             model = model.with_kv_heads(self.kv_heads)
-        assumptions = cached_profile(self.profile).with_overrides(mfu=self.mfu, mbu=self.mbu)
+        assumptions = cached_profile(self.profile).with_overrides(
+            mfu=self.mfu, mbu=self.mbu, **{key: getattr(self, key) for key in ASSUMED})
         return PointConfig(
             gpu=cached_gpu(self.gpu), model=model, batch=self.batch, context=self.context,
-            prefill=self.prefill, weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype,
+            prefill=self.prefill, prefill_context=self.prefill_context,
+            weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype,
+            compute_dtype=self.compute_dtype, expert_weight_dtype=self.expert_dtype,
             tp=self.tp, spec_tokens=self.spec_tokens, acceptance=self.acceptance,
             draft_model=cached_model(self.draft_model) if self.draft_model else None,
             assumptions=assumptions)
+
+    def without_fixed_inputs(self) -> ExplorerSettings:
+        """The same with every input without a control back to the model's or profile's."""
+        return replace(self, prefill_context=0, **{key: None for key in UNCONTROLLED
+                                                   if key != "prefill_context"})
+
+    def fixed_inputs(self) -> list[str]:
+        """The inputs without a control that differ from the model's or profile's, as
+        "name value" (a sweep row's compute dtype, overlap, ...)."""
+        shown = []
+        for key in UNCONTROLLED:
+            value = getattr(self, key)
+            if value is None or (key == "prefill_context" and value == 0):
+                continue
+            if isinstance(value, bool):
+                value = "on" if value else "off"
+            elif isinstance(value, float):
+                value = f"{value:g}"
+            shown.append(f"{key.replace('_', ' ')} {value}")
+        return shown
 
     @classmethod
     def from_row(cls, row: dict[str, object], profile: str | None = None) -> ExplorerSettings:
         """Settings from one row of sweep results (rooftui.sweeps.results): the input
         columns named like a field (an input a metric shares a name with is written
         `<name>_assumed`: `mfu_assumed` is the MFU assumed, `mfu` the one achieved), and
-        the grid's `profile`. Inputs the Explorer has no control for are not carried."""
+        the grid's `profile`. Inputs without a control (compute dtype, overlap, ...) are
+        carried too, and listed under the controls (`fixed_inputs`); a price, an energy
+        flag or a TPOT budget, which the Explorer does not show, are not."""
         known = {f.name for f in fields(cls)}
         values = {key: value for key, value in row.items()
                   if key in known and f"{key}_assumed" not in row}
@@ -90,10 +129,11 @@ class ExplorerSettings:
         values = {key: value for key, value in values.items() if value is not None}
         if profile is not None:
             values["profile"] = profile
-        for key in ("batch", "context", "kv_heads", "prefill", "tp", "spec_tokens"):
+        for key in ("batch", "context", "kv_heads", "prefill", "tp", "spec_tokens",
+                    "prefill_context"):
             if key in values:
                 values[key] = int(values[key])
-        for key in ("mfu", "mbu", "acceptance"):
+        for key in ("mfu", "mbu", "acceptance", "memory_reserve_gb"):
             if key in values:
                 values[key] = float(values[key])
         if not values.get("spec_tokens"):  # a grid's acceptance axis does nothing there
@@ -111,14 +151,19 @@ class ExplorerSettings:
         dtype and KV heads, the profile's MFU/MBU) set back to None, as the controls
         show defaults."""
         plain = replace(self, weight_dtype=None, kv_dtype=None, kv_heads=None, mfu=None,
-                        mbu=None)
+                        mbu=None, **dict.fromkeys(ASSUMED))
         config = plain.config()
+        # the compute and expert formats follow the weights: their defaults with self's
+        follows = replace(self, compute_dtype=None, expert_dtype=None).config()
         defaults = {
             "weight_dtype": config.resolved_weight_dtype,
             "kv_dtype": config.resolved_kv_dtype,
             "kv_heads": config.model.num_key_value_heads,
             "mfu": config.assumptions.mfu,
             "mbu": config.assumptions.mbu,
+            "compute_dtype": follows.resolved_compute_dtype,
+            "expert_dtype": follows.resolved_expert_weight_dtype,
+            **{key: getattr(config.assumptions, key) for key in ASSUMED},
         }
         return replace(self, **{key: None for key, value in defaults.items()
                                 if getattr(self, key) == value})

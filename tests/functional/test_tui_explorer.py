@@ -235,7 +235,8 @@ async def test_the_command_palette_offers_every_binding():
         screen = await wait_for_explorer(pilot)
         names = {command.title for command in pilot.app.get_system_commands(screen)}
         for binding in ExplorerScreen.BINDINGS:
-            if binding.id != "open-results":  # offered only with a results directory
+            # offered only with a results directory, or with a sweep row's fixed inputs
+            if binding.id not in ("open-results", "clear-row-inputs"):
                 assert binding.description in names
         command = next(c for c in pilot.app.get_system_commands(screen)
                        if c.title == "Batch ×2")
@@ -280,3 +281,26 @@ def test_bad_arguments_are_one_line_and_status_2(argv, message):
     assert result.returncode == 2
     assert result.stderr.startswith("rooftui: error: ") and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pilot_test
+async def test_inputs_without_a_control_are_listed_and_kept_through_key_presses():
+    from rooftui.tui.settings import ExplorerSettings
+
+    settings = ExplorerSettings(compute_dtype="fp8", overlap="full", prefill=256,
+                                prefill_context=2048)
+    async with RooftuiApp(settings=settings).run_test(size=(80, 24)) as pilot:
+        screen = await wait_for_explorer(pilot)
+        fixed = shown_text(screen.query_one("#control-fixed"))
+        assert fixed.startswith("also set:") and "compute dtype fp8" in fixed
+        options = dict(compute_dtype="fp8", overlap="full", prefill=256, prefill_context=2048)
+        assert_shows(screen, sweep_point(**options))
+        await pilot.press("right_square_bracket")  # batch x 2: the fixed inputs stay
+        await settle(pilot)
+        assert_shows(screen, sweep_point(batch=2, **options))
+        assert "overlap full" in shown_text(screen.query_one("#control-fixed"))
+        await pilot.press("x")  # back to the model's and profile's own
+        await settle(pilot, lambda: screen.figures.report["batch"] == 2
+                      and screen.figures.report["prefill_context"] == 0)
+        assert_shows(screen, sweep_point(batch=2, prefill=256))
+        assert shown_text(screen.query_one("#control-fixed")).strip() == ""

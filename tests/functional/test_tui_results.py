@@ -157,3 +157,32 @@ def test_a_row_of_a_tp_and_speculation_grid_carries_them_to_the_explorer():
     assert plain.config().tp == 2  # acceptance at spec_tokens 0 dropped, as the grid ignores it
     speculating = ExplorerSettings.from_row({**row, "spec_tokens": 3})
     assert (speculating.spec_tokens, speculating.acceptance) == (3, 0.8)
+
+
+def test_a_row_carries_the_inputs_without_a_control():
+    """A row's compute dtype, prefill context and assumptions reach the Explorer (and are
+    listed under its controls), so it shows the row's own figures."""
+    from rooftui.core.point import point_report
+    from rooftui.tui.settings import ExplorerSettings
+
+    row = {"gpu": "h100-sxm", "model": "mixtral-8x7b", "batch": 32, "context": 2048,
+           "prefill": 512, "prefill_context": 4096, "weight_dtype": "bf16",
+           "compute_dtype": "fp8", "expert_dtype": "int4-g128", "mfu_assumed": 0.6,
+           "memory_reserve_gb": 4.0, "overlap": "full", "attention_flops_assumed": "full",
+           "activation_traffic": True, "kv_write": False, "tpot_budget": 0.05}
+    settings = ExplorerSettings.from_row(row, profile="derated")
+    expected = sweep_point(gpu="h100-sxm", model="mixtral-8x7b", batch=32, context=2048,
+                           prefill=512, prefill_context=4096, weight_dtype="bf16",
+                           compute_dtype="fp8", expert_dtype="int4-g128", mfu=0.6,
+                           memory_reserve_gb=4.0, overlap="full", attention_flops="full",
+                           activation_traffic=True, kv_write=False, profile="derated")
+    assert point_report(settings.config()) == expected
+    assert settings.fixed_inputs() == [
+        "compute dtype fp8", "expert dtype int4-g128", "prefill context 4096",
+        "memory reserve gb 4", "overlap full", "attention flops full",
+        "activation traffic on", "kv write off"]
+    # the profile's own values are no override: nothing listed
+    plain = ExplorerSettings.from_row({"gpu": "h100-sxm", "model": "llama-3-8b",
+                                       "compute_dtype": "bf16", "overlap": "parts",
+                                       "kv_write": True, "memory_reserve_gb": 0.0})
+    assert plain.fixed_inputs() == []

@@ -26,10 +26,12 @@ CLI_DEFAULTS = {name: value for name, value in point_command.make_context("point
                 .items() if name not in STEP_OPTIONS}
 
 
-def sweep_point(batch: int = 1, context: int = 1024, prefill: int = 0, **options) -> dict:
+def sweep_point(batch: int = 1, context: int = 1024, prefill: int = 0,
+                prefill_context: int = 0, **options) -> dict:
     """What `sweep point --json` prints for these options (the same code path)."""
     params = {**CLI_DEFAULTS, **options}
-    return point_report(build_config(params, batch=batch, context=context, prefill=prefill))
+    return point_report(build_config(params, batch=batch, context=context, prefill=prefill,
+                                     prefill_context=prefill_context))
 
 
 def pilot_test(test):

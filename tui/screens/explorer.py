@@ -56,6 +56,9 @@ class ExplorerScreen(Screen):
         Binding("e", "export", "Export", id="export"),
         Binding("o", "open_results", "Results", id="open-results"),
         Binding("O", "open_optimize", "Optimize", id="open-optimize"),
+        Binding("x", "clear_fixed_inputs", "Clear row inputs", id="clear-row-inputs",
+                tooltip="Back to the model's and profile's own compute dtype, overlap, ... "
+                        "(the inputs a sweep row set that have no control)"),
     ]
 
     class Computed(Message):
@@ -159,6 +162,7 @@ class ExplorerScreen(Screen):
         """Show another configuration (from the Results view) and recompute."""
         self.settings = settings
         self.query_one(Controls).show(settings)
+        self.refresh_bindings()  # `x` comes and goes with the row's fixed inputs
         self.request_figures()
 
     def action_scale(self, key: str, factor: float) -> None:
@@ -169,6 +173,10 @@ class ExplorerScreen(Screen):
         self.query_one(Controls).adopt(self.settings)
         self._controls_behind = True
         self.request_figures()
+
+    def action_clear_fixed_inputs(self) -> None:
+        self.open_settings(self.settings.without_fixed_inputs())
+        self.refresh_bindings()
 
     def _catch_up_controls(self) -> None:
         if self._controls_behind:
@@ -196,6 +204,8 @@ class ExplorerScreen(Screen):
             return self.app.results_dir is not None
         if action == "export":
             return self.figures is not None or None
+        if action == "clear_fixed_inputs":
+            return bool(self.settings.fixed_inputs())
         return True
 
     def action_open_results(self) -> None:

@@ -23,8 +23,10 @@ ABOUT = (
     "context), the throughput no batch size can pass; [b]max batch[/b]: sequences of this "
     "context that fit in memory after the weights and the profile's reserve.\n\n"
     "Bad input in a field is refused in place with a message; the figures keep showing "
-    "the last valid configuration. Plots are log-log; on a small terminal `v` (or a click "
-    "on a tab) switches between them."
+    "the last valid configuration. A sweep row opened here may also set inputs that have "
+    "no control (compute dtype, overlap, ...): they are listed under the controls, and "
+    "`x` clears them. Plots are log-log; on a small terminal `v` (or a click on a tab) "
+    "switches between them."
 )
 
 

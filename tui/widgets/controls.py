@@ -203,6 +203,12 @@ class Controls(VerticalScroll, can_focus=False):
                 yield Label(spec.label, classes="control-label")
                 yield self._field(spec)
         yield Static("", id="control-message")
+        yield Static(self._fixed_text(self._settings), id="control-fixed")
+
+    @staticmethod
+    def _fixed_text(settings: ExplorerSettings) -> Text:
+        fixed = settings.fixed_inputs()
+        return Text(f"also set: {', '.join(fixed)} (x: clear)" if fixed else "", style="dim")
 
     def _field(self, spec: ControlSpec):
         current = getattr(self._settings, spec.key)
@@ -273,6 +279,10 @@ class Controls(VerticalScroll, can_focus=False):
                         widget.value = value
                 elif parse_or_none(spec, widget.value) != value:  # also drops refused text
                     widget.value = _text(value)
+        fixed = self.query_one("#control-fixed", Static)
+        text = self._fixed_text(settings)
+        if fixed.content != text:
+            fixed.update(text)
         self.show_message("")
 
     def show_message(self, message: str, style: str = "red") -> None:
