@@ -7,11 +7,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from rooftui.core.assumptions import Assumptions
+from rooftui.core.assumptions import Assumptions, load_profile
 from rooftui.core.dtypes import check_dtype, default_compute_dtype
 from rooftui.core.errors import SpecError
-from rooftui.core.hardware import GPU
-from rooftui.core.model import Model, ModelArrays
+from rooftui.core.hardware import GPU, load_gpu
+from rooftui.core.model import Model, ModelArrays, load_model
 from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step
 from rooftui.core.tables import GPUTable, assumptions_inputs, dtype_code, gather_step_inputs
 
@@ -134,6 +134,28 @@ class PointConfig:
             draft_model=1 if self.draft_model else None,
             energy=self.energy, price_per_gpu_hour=self.price_per_gpu_hour,
             **assumptions_inputs(self.assumptions))
+
+
+# what a profile assumes that one configuration may override (None: the profile's)
+ASSUMPTION_OVERRIDES = ("mfu", "mbu", "overlap", "attention_flops", "activation_traffic",
+                        "kv_write", "memory_reserve_gb")
+
+
+def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = None,
+                 draft_model: str | None = None, loaders=(load_gpu, load_model, load_profile),
+                 **options) -> PointConfig:
+    """A `PointConfig` from spec names or paths, as `sweep point` and the Explorer name
+    them: `kv_heads` a what-if on the model's, `options` the other `PointConfig` fields
+    and the profile's `ASSUMPTION_OVERRIDES`. `loaders` read the GPU, model and profile
+    specs (the Explorer passes cached ones)."""
+    read_gpu, read_model, read_profile = loaders
+    spec = read_model(model)
+    if kv_heads:
+        spec = spec.with_kv_heads(kv_heads)
+    assumptions = read_profile(profile).with_overrides(
+        **{key: options.pop(key) for key in ASSUMPTION_OVERRIDES if key in options})
+    return PointConfig(gpu=read_gpu(gpu), model=spec, assumptions=assumptions,
+                       draft_model=read_model(draft_model) if draft_model else None, **options)
 
 
 def evaluate_point(config: PointConfig) -> dict[str, float | bool]:

@@ -17,15 +17,15 @@ from functools import lru_cache
 from rooftui.core.assumptions import Assumptions, load_profile
 from rooftui.core.hardware import GPU, load_gpu
 from rooftui.core.model import Model, load_model
-from rooftui.core.point import PointConfig
+from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig, named_config
 from rooftui.core.spec_files import shipped_names
 
 DEFAULT_GPU = "h100-sxm"
 DEFAULT_MODEL = "llama-3-8b"
 DEFAULT_PROFILE = "ideal"
-# the profile's assumptions a sweep row can set, and every input without a control
-ASSUMED = ("memory_reserve_gb", "overlap", "attention_flops", "activation_traffic",
-           "kv_write")
+# the profile's assumptions a sweep row can set (mfu and mbu have controls), and every
+# input without a control
+ASSUMED = tuple(key for key in ASSUMPTION_OVERRIDES if key not in ("mfu", "mbu"))
 UNCONTROLLED = ("compute_dtype", "expert_dtype", "prefill_context", *ASSUMED)
 
 
@@ -79,19 +79,15 @@ class ExplorerSettings:
 
     def config(self) -> PointConfig:
         """The core configuration; raises SpecError for anything the core refuses."""
-        model = cached_model(self.model)
-        if self.kv_heads is not None:
-            model = model.with_kv_heads(self.kv_heads)
-        assumptions = cached_profile(self.profile).with_overrides(
-            mfu=self.mfu, mbu=self.mbu, **{key: getattr(self, key) for key in ASSUMED})
-        return PointConfig(
-            gpu=cached_gpu(self.gpu), model=model, batch=self.batch, context=self.context,
-            prefill=self.prefill, prefill_context=self.prefill_context,
-            weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype,
-            compute_dtype=self.compute_dtype, expert_weight_dtype=self.expert_dtype,
-            tp=self.tp, spec_tokens=self.spec_tokens, acceptance=self.acceptance,
-            draft_model=cached_model(self.draft_model) if self.draft_model else None,
-            assumptions=assumptions)
+        return named_config(
+            self.gpu, self.model, self.profile, kv_heads=self.kv_heads,
+            draft_model=self.draft_model, loaders=(cached_gpu, cached_model, cached_profile),
+            batch=self.batch, context=self.context, prefill=self.prefill,
+            prefill_context=self.prefill_context, weight_dtype=self.weight_dtype,
+            kv_dtype=self.kv_dtype, compute_dtype=self.compute_dtype,
+            expert_weight_dtype=self.expert_dtype, tp=self.tp, spec_tokens=self.spec_tokens,
+            acceptance=self.acceptance,
+            **{key: getattr(self, key) for key in ASSUMPTION_OVERRIDES})
 
     def without_fixed_inputs(self) -> ExplorerSettings:
         """The same with every input without a control back to the model's or profile's."""

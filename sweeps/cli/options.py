@@ -8,11 +8,8 @@ from collections.abc import Callable
 
 import click
 
-from rooftui.core.assumptions import load_profile
 from rooftui.core.dtypes import BYTES_PER_ELEMENT
-from rooftui.core.hardware import load_gpu
-from rooftui.core.model import load_model
-from rooftui.core.point import PointConfig
+from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig, named_config
 
 DEFAULT_GPU = "h100-sxm"
 DEFAULT_MODEL = "llama-3-8b"
@@ -91,21 +88,14 @@ SETUP_KEYS = (
 
 def build_config(params: dict, **step: object) -> PointConfig:
     """A `PointConfig` from the shared options in `params` and the step's token counts."""
-    model = load_model(params["model"])
-    if params.get("kv_heads"):
-        model = model.with_kv_heads(params["kv_heads"])
-    assumptions = load_profile(params["profile"]).with_overrides(
-        **{key: params.get(key) for key in (
-            "mfu", "mbu", "overlap", "attention_flops", "activation_traffic", "kv_write",
-            "memory_reserve_gb")})
-    draft = params.get("draft_model")
-    config = PointConfig(
-        gpu=load_gpu(params["gpu"]), model=model, weight_dtype=params.get("weight_dtype"),
+    config = named_config(
+        params["gpu"], params["model"], params["profile"], kv_heads=params.get("kv_heads"),
+        draft_model=params.get("draft_model"), weight_dtype=params.get("weight_dtype"),
         kv_dtype=params.get("kv_dtype"), compute_dtype=params.get("compute_dtype"),
         expert_weight_dtype=params.get("expert_dtype"), tp=params.get("tp") or 1,
         spec_tokens=params.get("spec_tokens") or 0, acceptance=params.get("acceptance"),
-        draft_model=load_model(draft) if draft else None,
-        price_per_gpu_hour=params.get("price_per_gpu_hour"), assumptions=assumptions, **step)
+        price_per_gpu_hour=params.get("price_per_gpu_hour"),
+        **{key: params.get(key) for key in ASSUMPTION_OVERRIDES}, **step)
     gpu = config.gpu.with_overrides(
         peak_tflops=params.get("peak_tflops"), bandwidth_tbs=params.get("bandwidth_tbs"),
         memory_gb=params.get("memory_gb"), compute_dtype=config.resolved_compute_dtype)
