@@ -42,7 +42,9 @@ from rooftui.sweeps.grid import Grid, parse_grid
 from rooftui.sweeps.kinds import evaluator_for, shard_bounds
 from rooftui.sweeps.results import MANIFEST, POINTS, read_manifest
 
-FORMAT = "rooftui-sweep/1"
+# 2: step grids leave the ratios out of the files (`results.is_derived`); a shard of
+# format 1 is recomputed on a rerun
+FORMAT = "rooftui-sweep/2"
 META = "rooftui."  # prefix of the parquet key-value metadata
 # Encoding dominates the run: lz4 writes ~2x faster than zstd level 1 for files ~30 %
 # larger (53 vs 41 B per row on specs/grid.toml). Statistics (for row-group skipping when
@@ -220,7 +222,8 @@ def footer_matches(footer: dict[str, Any] | None, spec_hash: str, layout: Layout
         return False
     kv = footer["kv"]
     start, stop = layout.range(index)
-    return (kv.get(META + "spec_hash") == spec_hash and kv.get(META + "shard") == str(index)
+    return (kv.get(META + "format") == FORMAT and kv.get(META + "spec_hash") == spec_hash
+            and kv.get(META + "shard") == str(index)
             and kv.get(META + "first_point_id") == str(start)
             and kv.get(META + "end_point_id") == str(stop)
             and kv.get(META + "rows") == str(footer["rows"]))

@@ -204,10 +204,15 @@ def test_truncated_and_foreign_shards_are_recomputed(grid_file, tmp_path):
     run_json(other_grid, "--out", other, "--shard-size", 50)
     (out / "points" / "shard-000002.parquet").write_bytes(
         (other / "points" / "shard-000002.parquet").read_bytes())
+    # a shard an older rooftui wrote (format 1 stored the ratios) in place of shard 3
+    third = out / "points" / "shard-000003.parquet"
+    table = pq.read_table(third)
+    metadata = {**table.schema.metadata, b"rooftui.format": b"rooftui-sweep/1"}
+    pq.write_table(table.replace_schema_metadata(metadata), third)
     status = json.loads(sweep("status", out, "--json")[0])
-    assert status["missing"] == ["1-2"] and status["invalid_files"] == 2
+    assert status["missing"] == ["1-3"] and status["invalid_files"] == 3
     summary = run_json(grid_file, "--out", out)
-    assert summary["shards_computed"] == 2 and summary["complete"]
+    assert summary["shards_computed"] == 3 and summary["complete"]
     assert_frame_equal(frame(out), reference)
 
 
