@@ -166,7 +166,8 @@ def with_derived(frame: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame | pl.DataFr
         "tokens_per_s_per_gpu": (("batch", "step_time_s", "tp"),
                                  lambda: new_tokens / step / col("tp")),
     }
-    for bound in (n for n in names if n.endswith("_bound") and n != "compute_bound"):
+    # each part's bound word (`gemm_bound`), not the booleans an older format stored
+    for bound in (n for n in names if n.endswith("_bound") and not n.endswith("compute_bound")):
         part = bound.removesuffix("_bound")
         # parts without FLOPs (activations) have intensity 0, as the core reports
         rules[f"{part}_intensity"] = (
