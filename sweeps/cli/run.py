@@ -225,8 +225,8 @@ def status(out_dir, as_json):
         f"{s['shard_size']:,} per shard)",
     ]
     if s["invalid_files"]:
-        lines.append(f"  {s['invalid_files']:,} shard files are damaged or belong to another "
-                     "spec; the next run recomputes them")
+        lines.append(f"  {s['invalid_files']:,} shard files are damaged, of another spec or "
+                     "of an older rooftui's format; the next run recomputes them")
     lines.append(f"  started {s['started_at']}, last finished {s['finished_at'] or '—'}; "
                  + ("complete" if s["complete"] else "incomplete: rerun `sweep run` to resume"))
     click.echo("\n".join(lines))
