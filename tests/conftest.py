@@ -1,28 +1,45 @@
-"""Shared test helpers: run `sweep` in-process and read its JSON."""
+"""Shared test helpers: run `sweep` in-process or as a process of its own."""
 
 from __future__ import annotations
 
+import io
 import json
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from rooftui.sweeps.cli import cli
+from rooftui.sweeps.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
-def run_sweep(*args: str, expect_exit: int = 0) -> str:
-    """Run `sweep ARGS...` in-process; return stdout; assert the exit status."""
-    result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    assert result.exit_code == expect_exit, result.output
-    return result.stdout
+def sweep(*args, expect: int = 0) -> tuple[str, str]:
+    """`sweep ARGS` in-process through the real entry point (its one-line errors and exit
+    statuses included); (stdout, stderr), after asserting the exit status."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
+        main([str(a) for a in args])
+    assert done.value.code == expect, err.getvalue()
+    return out.getvalue(), err.getvalue()
 
 
-def sweep_json(*args: str):
+def run_sweep(*args) -> str:
+    """`sweep ARGS` in-process, expected to succeed; its stdout."""
+    return sweep(*args)[0]
+
+
+def sweep_json(*args):
     return json.loads(run_sweep(*args, "--json"))
+
+
+def sweep_process(*args) -> subprocess.CompletedProcess:
+    """`python -m rooftui.sweeps ARGS` in a fresh interpreter, output captured."""
+    return subprocess.run([sys.executable, "-m", "rooftui.sweeps", *map(str, args)],
+                          capture_output=True, text=True)
 
 
 @pytest.fixture

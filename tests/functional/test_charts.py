@@ -7,8 +7,6 @@ import json
 import math
 import re
 import struct
-import subprocess
-import sys
 import zlib
 from html.parser import HTMLParser
 from pathlib import Path
@@ -22,7 +20,7 @@ from hypothesis import strategies as st
 from rooftui.core.errors import SpecError
 from rooftui.sweeps import charts
 from rooftui.sweeps.results import read_manifest, scan_results
-from tests.conftest import run_sweep
+from tests.conftest import run_sweep, sweep_process
 from tests.functional.browser_helpers import render_in_browser
 
 GRID = """
@@ -68,11 +66,6 @@ def points(result_dir) -> pl.DataFrame:
 
 def held(frame: pl.DataFrame, **more) -> pl.DataFrame:
     return frame.filter(**HELD, **more)
-
-
-def sweep(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rooftui.sweeps", *map(str, args)],
-                          capture_output=True, text=True)
 
 
 # --- files ---------------------------------------------------------------------------
@@ -319,7 +312,7 @@ def test_chart_settings_validate_the_charts_table():
     (("{out}", "--only", "roofline,heatmap"), "unknown chart 'heatmap'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(result_dir, args, message):
-    done = sweep("chart", *(a.format(out=result_dir) for a in args))
+    done = sweep_process("chart", *(a.format(out=result_dir) for a in args))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert message in done.stderr
@@ -327,7 +320,7 @@ def test_bad_input_is_one_line_and_exit_2(result_dir, args, message):
 
 def test_a_folder_without_points_is_refused(tmp_path):
     (tmp_path / "manifest.json").write_text("{}")
-    done = sweep("chart", tmp_path)
+    done = sweep_process("chart", tmp_path)
     assert done.returncode == 2 and "no results" in done.stderr
     assert done.stderr.count("\n") == 1
 

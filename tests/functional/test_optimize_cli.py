@@ -3,25 +3,15 @@ the text report, charts, and one-line errors."""
 
 from __future__ import annotations
 
-import io
 import json
 import shlex
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from rooftui.sweeps.cli import main
+from tests.conftest import sweep
 
 QUICK = ["--workload", "azure-conv-2023", "--profile", "derated", "--requests", "150",
          "--batches", "8,64,512", "--budgets", "32,512,2048"]
-
-
-def sweep(*args, expect: int = 0) -> tuple[str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
-        main([str(a) for a in args])
-    assert done.value.code == expect, err.getvalue()
-    return out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

@@ -3,19 +3,17 @@
 
 from __future__ import annotations
 
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from rooftui.sweeps import charts, runner
-from rooftui.sweeps.cli import main
 from rooftui.sweeps.grid import parse_grid
 from rooftui.sweeps.kinds import evaluator_for
 from rooftui.sweeps.results import read_manifest, scan_results
+from tests.conftest import sweep
 
 SIMULATE = """
 name = "sim"
@@ -56,14 +54,6 @@ slo_tpot = [0.05, 0.1]
 [[zip]]
 axes = ["slo_ttft", "slo_tpot"]
 """
-
-
-def sweep(*args, expect: int = 0) -> tuple[str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
-        main([str(a) for a in args])
-    assert done.value.code == expect, err.getvalue()
-    return out.getvalue(), err.getvalue()
 
 
 def write(tmp_path: Path, text: str, name: str = "grid.toml") -> Path:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+
+from tests.conftest import sweep_process
 
 REQUIRED_KEYS = {
     "step_time_s", "tokens_per_s", "prefill_tokens_per_s", "per_user_tokens_per_s", "flops",
@@ -16,13 +16,8 @@ REQUIRED_KEYS = {
 }
 
 
-def sweep(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rooftui.sweeps", *map(str, args)],
-                          capture_output=True, text=True)
-
-
 def test_json_contract():
-    done = sweep("point", "--batch", 32, "--context", 4096, "--tpot-budget", 0.02, "--json")
+    done = sweep_process("point", "--batch", 32, "--context", 4096, "--tpot-budget", 0.02, "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report.keys() >= REQUIRED_KEYS
@@ -33,14 +28,14 @@ def test_json_contract():
 
 
 def test_table_has_units():
-    done = sweep("point", "--batch", 8)
+    done = sweep_process("point", "--batch", 8)
     assert done.returncode == 0
     for unit in ("ms", "tok/s", "FLOP/B", "GB", "%"):
         assert unit in done.stdout
 
 
 def test_overrides_beat_the_profile():
-    report = json.loads(sweep("point", "--profile", "derated", "--mfu", "0.7", "--json").stdout)
+    report = json.loads(sweep_process("point", "--profile", "derated", "--mfu", "0.7", "--json").stdout)
     assert report["assumptions"]["mfu"] == 0.7 and report["assumptions"]["mbu"] == 0.8
 
 
@@ -51,13 +46,13 @@ def test_hf_config_json_is_accepted(tmp_path):
               "max_position_embeddings": 8192, "rope_theta": 500000.0}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    mine = json.loads(sweep("point", "--model", path, "--json").stdout)
-    shipped = json.loads(sweep("point", "--model", "llama-3-8b", "--json").stdout)
+    mine = json.loads(sweep_process("point", "--model", path, "--json").stdout)
+    shipped = json.loads(sweep_process("point", "--model", "llama-3-8b", "--json").stdout)
     assert mine["step_time_s"] == shipped["step_time_s"]
 
 
 def test_context_past_the_model_limit_is_a_warning():
-    done = sweep("point", "--context", 100_000, "--json")
+    done = sweep_process("point", "--context", 100_000, "--json")
     assert done.returncode == 0
     assert "max_position_embeddings" in done.stderr
 
@@ -75,7 +70,7 @@ def test_context_past_the_model_limit_is_a_warning():
     (("--compute-dtype", "fp8", "--gpu", "a100-80gb"), "no fp8 peak"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
-    done = sweep("point", *args)
+    done = sweep_process("point", *args)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert message in done.stderr
@@ -91,7 +86,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 def test_bad_model_files_name_file_and_key(tmp_path, content, where):
     path = tmp_path / "model.toml"
     path.write_text(content)
-    done = sweep("point", "--model", path)
+    done = sweep_process("point", "--model", path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert where in done.stderr and "model.toml" in done.stderr
 
@@ -99,7 +94,7 @@ def test_bad_model_files_name_file_and_key(tmp_path, content, where):
 def test_bad_json_names_the_line(tmp_path):
     path = tmp_path / "config.json"
     path.write_text('{\n  "hidden_size": 4096,\n  oops\n}')
-    done = sweep("point", "--model", path)
+    done = sweep_process("point", "--model", path)
     assert done.returncode == 2 and "line 3" in done.stderr
 
 
@@ -111,7 +106,7 @@ def test_moe_is_not_computed_as_dense(tmp_path):
     for name, config in (("dense", dense), ("moe", moe)):
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(config))
-        done = sweep("point", "--model", path, "--batch", 64, "--json")
+        done = sweep_process("point", "--model", path, "--batch", 64, "--json")
         assert done.returncode == 0, done.stderr
         reports.append(json.loads(done.stdout))
     # 64 tokens routed to 2 of 8 experts touch nearly all of them: more weight bytes read
@@ -126,13 +121,13 @@ def test_unmodelled_architecture_is_refused(tmp_path):
     path.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2,
                                 "num_attention_heads": 4, "intermediate_size": 128,
                                 "quantization_config": {"quant_method": "no-such-method"}}))
-    done = sweep("point", "--model", path)
+    done = sweep_process("point", "--model", path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
 
 
 def test_specs_commands():
-    listing = json.loads(sweep("specs", "list", "--json").stdout)
+    listing = json.loads(sweep_process("specs", "list", "--json").stdout)
     assert "h100-sxm" in listing["gpus"] and "llama-3-8b" in listing["models"]
-    assert sweep("specs", "show", "llama-3-8b").returncode == 0
-    bad = sweep("specs", "show", "nope")
+    assert sweep_process("specs", "show", "llama-3-8b").returncode == 0
+    bad = sweep_process("specs", "show", "nope")
     assert bad.returncode == 2

@@ -18,10 +18,10 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from rooftui.sweeps import runner
-from rooftui.sweeps.cli import main
 from rooftui.sweeps.evaluate import EVALUATION_POINTS
 from rooftui.sweeps.grid import load_grid, parse_grid
 from rooftui.sweeps.results import read_manifest, scan_results
+from tests.conftest import sweep
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,18 +41,6 @@ context = [512, 4096, 32768]
 names = ["roofline"]
 """
 POINTS = 2 * 2 * 2 * 7 * 3
-
-
-def sweep(*args, expect: int = 0) -> tuple[str, str]:
-    """`sweep ARGS` in-process through the real entry point; (stdout, stderr)."""
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
-
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
-        main([str(a) for a in args])
-    assert done.value.code == expect, err.getvalue()
-    return out.getvalue(), err.getvalue()
 
 
 def run_json(*args) -> dict:
