@@ -244,6 +244,12 @@ def _add_model_costs(cost, rows, where, kind, table, compute, assumptions) -> No
     cost["peak_flops"][where] = table.peak_flops[0, compute[rows.dtype]]
 
 
+def profile_prediction(costs: RowCosts, assumptions: Assumptions) -> np.ndarray:
+    """Predicted seconds under a profile: its efficiencies, mfu, mbu and overlap."""
+    return predict(costs, assumptions.efficiency, mfu=assumptions.mfu,
+                   mbu=assumptions.mbu, overlap=assumptions.overlap)
+
+
 def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: float = 1.0,
             overlap: str = "parts", smoothing: float | None = None) -> np.ndarray:
     """Predicted seconds of every row: its parts' rooflines under `efficiency`, summed

@@ -23,6 +23,7 @@ from rooftui.core.calibration import (
     fit,
     informed_parameters,
     predict,
+    profile_prediction,
     row_costs,
     split_halves,
 )
@@ -49,12 +50,6 @@ class DatasetResult:
     ideal_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     fitted_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     profile_s: np.ndarray | None = None
-
-
-def profile_prediction(costs, assumptions: Assumptions) -> np.ndarray:
-    """Predicted seconds under a profile: its efficiencies, mfu, mbu and overlap."""
-    return predict(costs, assumptions.efficiency, mfu=assumptions.mfu,
-                   mbu=assumptions.mbu, overlap=assumptions.overlap)
 
 
 def validate_dataset(dataset, profile: Assumptions | None = None) -> DatasetResult:

@@ -58,6 +58,7 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
         fit,
         informed_parameters,
         predict,
+        profile_prediction,
         row_costs,
         split_halves,
     )
@@ -95,8 +96,7 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
     costs = row_costs(rows, spec, start)
     result = fit(costs, free, start=start.efficiency, mbu=start.mbu, mfu=start.mfu,
                  overlap=start.overlap)
-    before = predict(costs, start.efficiency, mfu=start.mfu, mbu=start.mbu,
-                     overlap=start.overlap)
+    before = profile_prediction(costs, start)
     after = predict(costs, result.efficiency, mfu=start.mfu, mbu=result.mbu,
                     overlap=start.overlap)
     quality = []
