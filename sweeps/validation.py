@@ -17,7 +17,6 @@ import numpy as np
 
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.calibration import (
-    KINDS,
     Fit,
     error_summary,
     fit,
@@ -201,6 +200,3 @@ def write_chart(results: list[DatasetResult], path: Path) -> list[Path]:
     stem = path.with_suffix("") if path.suffix == ".html" else path
     return save_chart(validation_chart(results), stem)
 
-
-def kinds_label(kinds: list[str]) -> str:
-    return ", ".join(k for k in KINDS if k in kinds)

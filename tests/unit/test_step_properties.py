@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rooftui.core.assumptions import Assumptions
+from rooftui.core.closed_forms import kv_capacity, throughput_ceiling
 from rooftui.core.dtypes import BYTES_PER_ELEMENT
 from rooftui.core.hardware import load_gpu
 from rooftui.core.model import ModelArrays, load_model
@@ -71,6 +72,25 @@ def test_step_time_never_decreases_with_batch_or_context(cfg, assumptions):
                             assumptions)["step_time_s"]
     assert np.all(np.diff(batch) >= 0)
     assert np.all(np.diff(context) >= 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cfg=configs, assumptions=assumption_sets)
+def test_ceiling_and_capacity_are_their_closed_forms(cfg, assumptions):
+    """Without windowed layers, the decode rate no batch passes is bandwidth / (KV per
+    token x context) and the sequences that fit are the free memory over one's KV."""
+    assume(MODEL_TABLE.windowed_layers[cfg["model"]] == 0)
+    out = evaluate_step(inputs_for(cfg, assumptions), assumptions)
+    gpu, kv_per_token = GPUS[cfg["gpu"]], float(out["kv_bytes_per_token"])
+    bandwidth = assumptions.mbu * gpu.bandwidth_bytes_per_s
+    assert float(out["throughput_ceiling_tokens_per_s"]) == pytest.approx(
+        throughput_ceiling(bandwidth, kv_per_token, cfg["context"]), rel=1e-12)
+    # the prompt being prefilled holds its cached and new tokens' KV, whether or not this
+    # step carries a chunk of it
+    prompt_kv = kv_per_token * (cfg["prefill_context"] + cfg["prefill"])
+    assert float(out["max_batch"]) == pytest.approx(float(kv_capacity(
+        gpu.memory_bytes, float(out["weight_bytes"]) + prompt_kv,
+        assumptions.memory_reserve_gb * 1e9, kv_per_token, cfg["context"])), rel=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
