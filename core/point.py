@@ -16,6 +16,16 @@ from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step
 from rooftui.core.tables import GPUTable, assumptions_inputs, dtype_code, gather_step_inputs
 
 
+def uneven_split(tp, heads, kv_heads, is_mla):
+    """Where tensor parallelism over `tp` GPUs cannot split a model (scalars or arrays):
+    the attention heads do not divide evenly; the KV heads neither divide nor are divided
+    by tp (MLA's latent serves every head, so it has no such limit)."""
+    split = np.asarray(tp) > 1
+    heads_uneven = split & (np.asarray(heads) % tp != 0)
+    kv_uneven = split & ~np.asarray(is_mla) & (kv_heads % tp != 0) & (tp % kv_heads != 0)
+    return heads_uneven, kv_uneven
+
+
 @dataclass(frozen=True)
 class PointConfig:
     gpu: GPU
@@ -63,10 +73,11 @@ class PointConfig:
                             "parallelism needs for its all-reduces; add it to the GPU spec")
         for model in filter(None, (self.model, self.draft_model)):
             heads, kv_heads = model.num_attention_heads, model.num_key_value_heads
-            if heads % self.tp:
+            heads_uneven, kv_uneven = uneven_split(self.tp, heads, kv_heads, model.is_mla)
+            if heads_uneven:
                 raise SpecError(f"tp {self.tp} does not divide {model.name}'s {heads} "
                                 "attention heads; tensor parallelism splits them evenly")
-            if not model.is_mla and kv_heads % self.tp and self.tp % kv_heads:
+            if kv_uneven:
                 raise SpecError(f"tp {self.tp} and {model.name}'s {kv_heads} KV heads: one "
                                 "must divide the other (split, or replicate each KV head)")
 

@@ -29,7 +29,7 @@ from rooftui.core.dtypes import default_compute_dtype
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.model import ModelArrays, load_model
-from rooftui.core.point import PointConfig
+from rooftui.core.point import PointConfig, uneven_split
 from rooftui.core.step import evaluate_step
 from rooftui.core.tables import DTYPES, GPUTable, dtype_code, gather_step_inputs
 from rooftui.sweeps.grid import (
@@ -301,14 +301,12 @@ class Sweep:
                            self._model_kv_heads[p["draft_model"]]))
         for key, model, kv_heads in models:
             heads = self._model_heads[model]
-            uneven = (tp > 1) & (heads % tp != 0)
+            uneven, kv_uneven = uneven_split(tp, heads, kv_heads, self._model_is_mla[model])
             if uneven.any():
                 at = _first(uneven)
                 raise SpecError(f"{where}: tp {at(tp)} does not divide the {at(heads)} "
                                 f"attention heads of {key} {self.model_names[at(model)]}; "
                                 "tensor parallelism splits them evenly")
-            kv_uneven = ((tp > 1) & ~self._model_is_mla[model] & (kv_heads % tp != 0)
-                         & (tp % kv_heads != 0))
             if kv_uneven.any():
                 at = _first(kv_uneven)
                 raise SpecError(f"{where}: tp {at(tp)} and the {at(kv_heads)} KV heads of "
