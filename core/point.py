@@ -148,8 +148,8 @@ class PointConfig:
 
 
 # what a profile assumes that one configuration may override (None: the profile's)
-ASSUMPTION_OVERRIDES = ("mfu", "mbu", "overlap", "attention_flops", "activation_traffic",
-                        "kv_write", "memory_reserve_gb")
+ASSUMPTION_OVERRIDES = ("mfu", "mbu", "memory_reserve_gb", "overlap", "attention_flops",
+                        "activation_traffic", "kv_write")
 
 
 def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = None,

@@ -29,7 +29,7 @@ from rooftui.core.dtypes import default_compute_dtype
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.model import ModelArrays, load_model
-from rooftui.core.point import PointConfig, uneven_split
+from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig, uneven_split
 from rooftui.core.step import evaluate_step
 from rooftui.core.tables import DTYPES, GPUTable, dtype_code, gather_step_inputs
 from rooftui.sweeps.grid import (
@@ -51,8 +51,6 @@ EVALUATION_POINTS = 1 << 16
 ROW_GROUP_POINTS = 1 << 14
 
 GATHER_KEYWORDS = frozenset(inspect.signature(gather_step_inputs).parameters) - {"gpus", "models"}
-ASSUMPTION_KEYS = ("mfu", "mbu", "memory_reserve_gb", "overlap", "attention_flops",
-                   "activation_traffic", "kv_write")
 BOUNDS = ("memory", "compute")  # codes 0 and 1 of the *_bound columns
 BOUND_SUFFIX = "compute_bound"
 
@@ -82,7 +80,7 @@ class Sweep:
         profile = load_profile(grid.catalog_path(grid.profile)) if grid.profile else Assumptions()
         try:
             self.assumptions = profile.with_overrides(
-                **{key: grid.fixed.get(key) for key in ASSUMPTION_KEYS})
+                **{key: grid.fixed.get(key) for key in ASSUMPTION_OVERRIDES})
         except SpecError as error:
             raise SpecError(f"{where} [fixed]: {error}") from None
 
@@ -231,7 +229,7 @@ class Sweep:
             if name in self.grid.fixed:
                 values[name] = self.grid.fixed[name]
             elif not self.grid.given(name):
-                if name in ASSUMPTION_KEYS:
+                if name in ASSUMPTION_OVERRIDES:
                     values[name] = getattr(self.assumptions, name)
                 elif parameter.default is not None:
                     values[name] = parameter.default

@@ -65,7 +65,7 @@ from rooftui.core import spec_files
 from rooftui.core.assumptions import ATTENTION_FLOPS, OVERLAPS
 from rooftui.core.dtypes import check_dtype
 from rooftui.core.errors import SpecError
-from rooftui.core.point import PointConfig
+from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig
 from rooftui.core.scheduler import KV_ADMISSIONS, POLICIES
 from rooftui.core.workloads import TRACE_SUFFIXES
 
@@ -152,8 +152,7 @@ CATALOG = {"gpu": "gpus", "model": "models", "draft_model": "models"}  # naming 
 # The simulator's configuration: GPU, model, dtypes and assumptions as for a step (no
 # what-if KV heads), tensor parallelism, and `sweep simulate`'s scheduler and workload.
 _SETUP = {name: PARAMETERS[name] for name in (
-    "gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "mfu", "mbu",
-    "memory_reserve_gb", "overlap", "attention_flops", "activation_traffic", "kv_write")}
+    "gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", *ASSUMPTION_OVERRIDES)}
 _SERVING = {
     "tp": Parameter("positive_count", "GPUs one replica is split over (tensor parallelism)", 1),
     "max_batch": Parameter("positive_count", "sequences in flight at most (slots)", 128),

@@ -51,7 +51,7 @@ from rooftui.core.hardware import load_gpu
 from rooftui.core.lengths import parse_distribution
 from rooftui.core.model import load_model
 from rooftui.core.occupancy import static_occupancy
-from rooftui.core.point import PointConfig
+from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig
 from rooftui.core.scheduler import PERCENTILES, SchedulerConfig, StepCosts, simulate, summarize
 from rooftui.core.tables import DTYPES
 from rooftui.core.workloads import Workload, load_workload
@@ -71,10 +71,8 @@ from rooftui.sweeps.optimize import (
 # Points per parquet file: a simulation takes 0.05-1 s, an optimize point (a dozen of them)
 # 1-10 s; shards of a few minutes at most, so that a killed run loses little.
 SHARD_POINTS = {"simulate": (16, 256), "optimize": (1, 16)}
-ASSUMPTION_KEYS = ("mfu", "mbu", "memory_reserve_gb", "overlap", "attention_flops",
-                   "activation_traffic", "kv_write")
 SETUP_KEYS = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "tp",
-              *ASSUMPTION_KEYS)
+              *ASSUMPTION_OVERRIDES)
 WORKLOAD_KEYS = ("workload", "input_tokens", "output_tokens")
 RENAMED = {"mfu": "mfu_assumed", "mbu": "mbu_assumed"}  # as step grids write them
 STATISTICS = ("mean", *(f"p{q}" for q in PERCENTILES))
@@ -125,7 +123,7 @@ class PointwiseSweep:
         self.parameter_columns = tuple(
             name for name in self.parameters
             if grid.given(name) or self.parameters[name].default is not None
-            or name in ("weight_dtype", "kv_dtype", "compute_dtype") or name in ASSUMPTION_KEYS)
+            or name in ("weight_dtype", "kv_dtype", "compute_dtype") or name in ASSUMPTION_OVERRIDES)
         self.dictionaries = {self._column(name): self._names(name)
                              for name in self.parameter_columns
                              if self.parameters[name].kind in STRING_KINDS}
@@ -178,7 +176,7 @@ class PointwiseSweep:
         key = (*(values[name] for name in SETUP_KEYS), values.get("price_per_gpu_hour"))
         if key not in self._configs:
             assumptions = self.profile.with_overrides(
-                **{name: values[name] for name in ASSUMPTION_KEYS})
+                **{name: values[name] for name in ASSUMPTION_OVERRIDES})
             self._configs[key] = PointConfig(
                 gpu=self.gpus[values["gpu"]], model=self.models[values["model"]],
                 weight_dtype=values["weight_dtype"], kv_dtype=values["kv_dtype"],
@@ -231,7 +229,7 @@ class PointwiseSweep:
             value = values[name]
             if name in ("weight_dtype", "kv_dtype", "compute_dtype"):
                 value = getattr(config, f"resolved_{name}")
-            elif name in ASSUMPTION_KEYS:
+            elif name in ASSUMPTION_OVERRIDES:
                 value = getattr(config.assumptions, name)
             row[self._column(name)] = value
         return row | self.evaluate(values)

@@ -179,8 +179,8 @@ def test_a_row_carries_the_inputs_without_a_control():
     assert point_report(settings.config()) == expected
     assert settings.fixed_inputs() == [
         "compute dtype fp8", "expert dtype int4-g128", "prefill context 4096",
-        "overlap full", "attention flops full", "activation traffic on", "kv write off",
-        "memory reserve gb 4"]
+        "memory reserve gb 4", "overlap full", "attention flops full",
+        "activation traffic on", "kv write off"]
     # the profile's own values are no override: nothing listed
     plain = ExplorerSettings.from_row({"gpu": "h100-sxm", "model": "llama-3-8b",
                                        "compute_dtype": "bf16", "overlap": "parts",
