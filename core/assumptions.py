@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
-from rooftui.core import spec_files
+from rooftui.core import limits, spec_files
 from rooftui.core.efficiency import Efficiency, efficiency_from_dict
 from rooftui.core.errors import SpecError
 
@@ -41,10 +41,8 @@ class Assumptions:
     efficiency: Efficiency = field(default_factory=Efficiency)
 
     def __post_init__(self) -> None:
-        for key in ("mfu", "mbu"):
-            value = getattr(self, key)
-            if not 0 < value <= 1:
-                raise SpecError(f"{key} must be in (0, 1], got {value!r}")
+        for key in ("mfu", "mbu", "memory_reserve_gb"):
+            limits.check(key, getattr(self, key))
         if self.overlap not in OVERLAPS:
             raise SpecError(f"overlap must be one of {', '.join(OVERLAPS)}, got {self.overlap!r}")
         if self.attention_flops not in ATTENTION_FLOPS:
@@ -52,8 +50,6 @@ class Assumptions:
                 f"attention_flops must be one of {', '.join(ATTENTION_FLOPS)}, "
                 f"got {self.attention_flops!r}"
             )
-        if self.memory_reserve_gb < 0:
-            raise SpecError(f"memory_reserve_gb must be >= 0, got {self.memory_reserve_gb!r}")
 
     def with_overrides(self, **overrides: object) -> Assumptions:
         """Explicit flags win over the profile; None means 'not given'."""
@@ -70,7 +66,7 @@ def assumptions_from_dict(data: dict, where: str, name: str) -> Assumptions:
     values: dict[str, object] = {"name": str(data.get("name", name))}
     for key in ("mfu", "mbu"):
         if key in data:
-            values[key] = spec_files.number(data, key, where, strict=True)
+            values[key] = spec_files.number(data, key, where)
     if "memory_reserve_gb" in data:
         values["memory_reserve_gb"] = spec_files.number(data, "memory_reserve_gb", where)
     for key in ("activation_traffic", "kv_write"):
@@ -78,7 +74,7 @@ def assumptions_from_dict(data: dict, where: str, name: str) -> Assumptions:
             values[key] = spec_files.flag(data, key, where, False)
     for key in ("overlap", "attention_flops"):
         if key in data:
-            values[key] = str(data[key])
+            values[key] = data[key]
     if "efficiency" in data:
         values["efficiency"] = efficiency_from_dict(data["efficiency"], where)
     if not isinstance(data.get("calibration", {}), dict):

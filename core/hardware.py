@@ -84,12 +84,13 @@ def gpu_from_dict(data: dict, where: str, key: str = "") -> GPU:
                 f"{where}: [tflops] has unknown dtype {dtype!r}; "
                 f"expected some of {', '.join(BYTES_PER_ELEMENT)}"
             )
-        tflops[dtype] = spec_files.number(tflops_table, dtype, f"{where} [tflops]", strict=True)
+        tflops[dtype] = spec_files.number(tflops_table, dtype, f"{where} [tflops]",
+                                          bound="peak_tflops")
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise SpecError(f"{where}: missing key 'name' (a display name such as \"H100 SXM\")")
     optional = {
-        k: spec_files.number(data, k, where, strict=True) if k in data else None
+        k: spec_files.number(data, k, where) if k in data else None
         for k in ("l2_mb", "interconnect_gbs", "tdp_w")
     }
     sources = data.get("sources", {})
@@ -97,8 +98,8 @@ def gpu_from_dict(data: dict, where: str, key: str = "") -> GPU:
         raise SpecError(f"{where}: [sources] must be a table of key = \"source\"")
     return GPU(
         name=name,
-        memory_gb=spec_files.number(data, "memory_gb", where, strict=True),
-        bandwidth_tbs=spec_files.number(data, "bandwidth_tbs", where, strict=True),
+        memory_gb=spec_files.number(data, "memory_gb", where),
+        bandwidth_tbs=spec_files.number(data, "bandwidth_tbs", where),
         tflops=tflops,
         sources={str(k): str(v) for k, v in sources.items()},
         key=key,

@@ -12,6 +12,7 @@ what-if.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from rooftui.core.errors import SpecError
@@ -43,9 +44,10 @@ class Bound:
         """`value` as an int (integer bounds) or a float, or a SpecError naming `name`."""
         prefix = f"{where}: " if where else ""
         wanted = self.describe()
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        # numbers.Real: numpy's scalars too (a grid's values), never bools
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise SpecError(f"{prefix}{name} must be {wanted}, got {value!r}")
-        if isinstance(value, float) and not math.isfinite(value):
+        if not isinstance(value, int) and not math.isfinite(value):
             raise SpecError(f"{prefix}{name} must be {wanted}, got {value!r}")
         if self.integer and value != int(value):
             raise SpecError(f"{prefix}{name} must be {wanted}, got {value!r}")
@@ -57,6 +59,8 @@ class Bound:
 
 
 def _format(number: float) -> str:
+    if isinstance(number, int) and abs(number) >= 10**308:  # past float, past str()'s limit
+        return f"about {'-' if number < 0 else ''}10^{int(abs(number).bit_length() * 0.30103)}"
     if float(number).is_integer() and abs(number) < 1e13:
         return f"{int(number):,}"
     return f"{number:g}"
@@ -66,7 +70,7 @@ def _format(number: float) -> str:
 # names too); spec-file keys of the same meaning share an entry.
 BOUNDS: dict[str, Bound] = {
     # the step's token counts
-    "batch": Bound(0, 10**7, integer=True, unit="sequences"),
+    "batch": Bound(0, 10**12, integer=True, unit="sequences"),  # the seeds take B → ∞ as 10⁹
     "context": Bound(0, 10**8, integer=True, unit="tokens"),
     "prefill": Bound(0, 10**8, integer=True, unit="tokens"),
     "prefill_context": Bound(0, 10**8, integer=True, unit="tokens"),
@@ -84,6 +88,7 @@ BOUNDS: dict[str, Bound] = {
     "memory_reserve_gb": Bound(0, 10**6, unit="GB"),
     "interconnect_gbs": Bound(0, 10**6, min_open=True, unit="GB/s"),
     "tdp_w": Bound(0, 10**6, min_open=True, unit="W"),
+    "l2_mb": Bound(0, 10**6, min_open=True, unit="MB"),
     # money and service objectives
     "price_per_gpu_hour": Bound(0, 10**6),
     "tpot_budget": Bound(0, 3600, min_open=True, unit="s"),
@@ -95,6 +100,15 @@ BOUNDS: dict[str, Bound] = {
     "requests": Bound(1, 10**7, integer=True, unit="requests"),
     "rate": Bound(0, 10**7, min_open=True, unit="req/s"),
     "seed": Bound(0, 2**32 - 1, integer=True),
+    "block_size": Bound(1, 10**6, integer=True, unit="tokens"),
+    "interarrival_cv": Bound(0, 100, min_open=True),
+    "speed": Bound(0, 10**6, min_open=True),
+    # searches and the commands' own knobs
+    "attainment": Bound(0, 1, min_open=True),
+    "rate_tolerance": Bound(0, 1, min_open=True),
+    "workers": Bound(1, 4096, integer=True, unit="processes"),
+    "matrix_dimension": Bound(1, 10**8, integer=True),
+    "ridge": Bound(0, 10**6, min_open=True, unit="FLOP/B"),
     # model shapes (spec files and config.json)
     "hidden_size": Bound(1, 10**7, integer=True),
     "intermediate_size": Bound(1, 10**8, integer=True),
@@ -104,8 +118,15 @@ BOUNDS: dict[str, Bound] = {
     "head_dim": Bound(1, 10**5, integer=True),
     "vocab_size": Bound(1, 10**8, integer=True),
     "max_position_embeddings": Bound(1, 10**9, integer=True),
+    "sliding_window": Bound(1, 10**9, integer=True, unit="tokens"),
+    "model_count": Bound(0, 10**5, integer=True),  # experts, norms, windowed layers, ranks
     # output lengths and prompt lengths of workloads, in tokens
     "tokens": Bound(0, 10**8, integer=True, unit="tokens"),
+    "token_scale": Bound(0, 10**8, min_open=True, unit="tokens"),  # a mean, a median
+    "sigma": Bound(0, 10, min_open=True),
+    "probability": Bound(0, 1),
+    # any other number a spec file holds: finite and far from overflow
+    "spec_number": Bound(-10**15, 10**15),
 }
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from rooftui.core import spec_files
+from rooftui.core import limits, spec_files
 from rooftui.core.dtypes import bytes_per_element
 from rooftui.core.errors import SpecError
 
@@ -412,9 +412,8 @@ def model_from_config(data: dict[str, Any], where: str, key: str = "") -> Model:
     if not where.endswith(".json"):
         spec_files.check_keys(data, MODEL_KEYS | IGNORED_KEYS, where)
 
-    def whole(name: str, default: float | None = None, minimum: float = 1) -> int:
-        return int(spec_files.number(data, name, where, default=default, minimum=minimum,
-                                     integer=True))
+    def whole(name: str, default: float | None = None, minimum: float | None = None) -> int:
+        return _whole(data, name, where, default=default, minimum=minimum)
 
     def flag(name: str, default: bool) -> bool:
         return spec_files.flag(data, name, where, default)
@@ -432,7 +431,7 @@ def model_from_config(data: dict[str, Any], where: str, key: str = "") -> Model:
     head_dim = (mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] if mla
                 else whole("head_dim", default=hidden // heads))
     sliding_window, windowed_layers = _sliding_window(data, where, model_type, layers)
-    max_positions = data.get("max_position_embeddings")
+    max_positions = whole("max_position_embeddings", default=0, minimum=0) or None
     weight_dtype, expert_dtype = _weight_formats(data, where)
     attention_bias = flag("attention_bias", False)
     sources = data.get("sources", {})
@@ -446,7 +445,7 @@ def model_from_config(data: dict[str, Any], where: str, key: str = "") -> Model:
         intermediate_size=whole("intermediate_size"),
         vocab_size=whole("vocab_size", default=0, minimum=0),
         tie_word_embeddings=flag("tie_word_embeddings", model_type in TIED_BY_DEFAULT),
-        max_position_embeddings=int(max_positions) if max_positions else None,
+        max_position_embeddings=max_positions,
         ffn_gated=flag("ffn_gated", True),
         lm_head=flag("lm_head", True),
         norms_per_layer=whole("norms_per_layer",
@@ -468,15 +467,23 @@ def model_from_config(data: dict[str, Any], where: str, key: str = "") -> Model:
     )
 
 
+def _whole(data: dict, key: str, where: str, *, default: float | None = None,
+           minimum: float | None = None) -> int:
+    """A whole-number key within its `limits.BOUNDS` range (a shape's own entry, else the
+    range of counts: experts, ranks, layers, windows)."""
+    bound = key if key in limits.BOUNDS else "model_count"
+    return int(spec_files.number(data, key, where, default=default, bound=bound,
+                                 minimum=minimum, integer=True))
+
+
 def _latent_attention(data: dict, where: str) -> dict[str, int]:
     """MLA's fields, or {} for standard attention (no `kv_lora_rank`)."""
     if not data.get("kv_lora_rank"):
         return {}
-    fields_ = {name: int(spec_files.number(data, name, where, integer=True))
+    fields_ = {name: _whole(data, name, where, minimum=1)
                for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
     # no q_lora_rank: the query is one d x heads * head_dim projection (DeepSeek-V2-Lite)
-    fields_["q_lora_rank"] = int(spec_files.number(data, "q_lora_rank", where, default=0,
-                                                   integer=True))
+    fields_["q_lora_rank"] = _whole(data, "q_lora_rank", where, default=0)
     return fields_
 
 
@@ -487,19 +494,16 @@ def _experts(data: dict, where: str, model_type: str, layers: int) -> dict[str, 
         return {}
     if len(names) > 1:
         raise SpecError(f"{where}: give the routed expert count once, not as {names}")
-    experts = int(spec_files.number(data, names[0], where, minimum=1, integer=True))
+    experts = _whole(data, names[0], where, minimum=1)
     # gpt-oss configs carry both names; the HF one is asked for when neither is there
     per_token_key = ("experts_per_token" if "experts_per_token" in data
                      and "num_experts_per_tok" not in data else "num_experts_per_tok")
-    per_token = int(spec_files.number(data, per_token_key, where, minimum=1, integer=True))
+    per_token = _whole(data, per_token_key, where, minimum=1)
     if per_token > experts:
         raise SpecError(f"{where}: {per_token} experts per token but only {experts} experts")
-    first_dense = int(spec_files.number(data, "first_k_dense_replace", where, default=0,
-                                        integer=True))
-    every = int(spec_files.number(data, "moe_layer_freq", where, default=1, minimum=1,
-                                  integer=True))
-    sparse_step = int(spec_files.number(data, "decoder_sparse_step", where, default=1,
-                                        minimum=1, integer=True))
+    first_dense = _whole(data, "first_k_dense_replace", where, default=0)
+    every = _whole(data, "moe_layer_freq", where, default=1, minimum=1)
+    sparse_step = _whole(data, "decoder_sparse_step", where, default=1, minimum=1)
     dense_only = data.get("mlp_only_layers") or []
     if not isinstance(dense_only, list):
         raise SpecError(f"{where}: key 'mlp_only_layers' must be a list of layer indices")
@@ -509,11 +513,9 @@ def _experts(data: dict, where: str, model_type: str, layers: int) -> dict[str, 
     return {
         "num_experts": experts,
         "num_experts_per_tok": per_token,
-        "num_shared_experts": int(spec_files.number(data, "n_shared_experts", where, default=0,
-                                                    integer=True)),
-        "moe_intermediate_size": int(spec_files.number(
-            {"moe_intermediate_size": intermediate}, "moe_intermediate_size", where,
-            minimum=1, integer=True)),
+        "num_shared_experts": _whole(data, "n_shared_experts", where, default=0),
+        "moe_intermediate_size": _whole({"moe_intermediate_size": intermediate},
+                                        "moe_intermediate_size", where),
         "moe_layers": moe_layers,
         "router_bias": spec_files.flag(data, "router_bias", where, model_type == "gpt_oss"
                                        or data.get("topk_method") == "noaux_tc"),
@@ -539,23 +541,27 @@ def _weight_formats(data: dict, where: str) -> tuple[str, str | None]:
         else:
             raise SpecError(f"{where}: quantization {method!r} (bits {bits}, group {group}) "
                             "is not modelled; give weight_dtype instead")
-    bytes_per_element(weight)  # validates
-    if expert is not None:
-        bytes_per_element(expert)
+    for key, name in (("weight_dtype", weight), ("expert_weight_dtype", expert)):
+        if name is not None and not isinstance(name, str):
+            raise SpecError(f"{where}: key {key!r} must be a format name, got {name!r}")
+        if name is not None:
+            bytes_per_element(name)  # validates
     return weight, expert
 
 
 def _sliding_window(data: dict, where: str, model_type: str, layers: int) -> tuple[int | None, int]:
     layer_types = data.get("layer_types")
-    if isinstance(layer_types, list) and set(layer_types) - LAYER_TYPES:
-        raise SpecError(f"{where}: layer types {sorted(set(layer_types) - LAYER_TYPES)} are "
-                        "not modelled (only full and sliding attention)")
+    if isinstance(layer_types, list):
+        unknown = sorted({str(kind) for kind in layer_types} - LAYER_TYPES)
+        if unknown:
+            raise SpecError(f"{where}: layer types {unknown} are not modelled (only full and "
+                            "sliding attention)")
     window = data.get("sliding_window")
     if not window or data.get("use_sliding_window") is False:
         return None, 0
-    window = int(spec_files.number(data, "sliding_window", where, minimum=1, integer=True))
+    window = _whole(data, "sliding_window", where, minimum=1)
     if "sliding_window_layers" in data:
-        count = int(spec_files.number(data, "sliding_window_layers", where, integer=True))
+        count = _whole(data, "sliding_window_layers", where)
     elif isinstance(layer_types, list):
         count = sum(1 for t in layer_types if t == "sliding_attention")
     elif model_type.startswith("gemma2"):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from rooftui.core import limits
 from rooftui.core.assumptions import Assumptions, load_profile
 from rooftui.core.dtypes import check_dtype, default_compute_dtype
 from rooftui.core.errors import SpecError
@@ -49,23 +50,18 @@ class PointConfig:
     energy: bool = False  # joules per token from the board power (`point_report` always)
 
     def __post_init__(self) -> None:
-        for key in ("batch", "context", "prefill", "prefill_context", "spec_tokens"):
-            value = getattr(self, key)
-            if value < 0:
-                raise SpecError(f"{key} must be >= 0, got {value}")
-        if self.tpot_budget is not None and self.tpot_budget <= 0:
-            raise SpecError(f"the TPOT budget must be > 0 seconds, got {self.tpot_budget}")
+        # finite and within range before anything is computed (`limits.BOUNDS`)
+        for key in ("batch", "context", "prefill", "prefill_context", "spec_tokens", "tp",
+                    "tpot_budget", "acceptance", "price_per_gpu_hour"):
+            if getattr(self, key) is not None:
+                limits.check(key, getattr(self, key))
         for key in ("weight_dtype", "kv_dtype", "compute_dtype", "expert_weight_dtype"):
             if getattr(self, key) is not None:
                 check_dtype(getattr(self, key), key.replace("_", " "))
         self._check_parallelism()
         self._check_speculation()
-        if self.price_per_gpu_hour is not None and self.price_per_gpu_hour < 0:
-            raise SpecError(f"the price per GPU-hour must be >= 0, got {self.price_per_gpu_hour}")
 
     def _check_parallelism(self) -> None:
-        if self.tp < 1 or int(self.tp) != self.tp:
-            raise SpecError(f"tp (GPUs per replica) must be a whole number >= 1, got {self.tp}")
         if self.tp == 1:
             return
         if self.gpu.interconnect_gbs is None:
@@ -90,8 +86,6 @@ class PointConfig:
         if self.acceptance is None:
             raise SpecError("speculative decoding needs the acceptance rate of a drafted "
                             "token (--acceptance, between 0 and 1)")
-        if not 0 <= self.acceptance <= 1:
-            raise SpecError(f"the acceptance rate must be in [0, 1], got {self.acceptance}")
 
     @property
     def resolved_weight_dtype(self) -> str:

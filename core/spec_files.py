@@ -10,10 +10,12 @@ from __future__ import annotations
 import difflib
 import json
 import tomllib
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rooftui.core import limits
 from rooftui.core.errors import SpecError
 
 KINDS = ("gpus", "models", "profiles", "workloads")
@@ -35,8 +37,10 @@ def looks_like_path(name: str) -> bool:
 def resolve(kind: str, name_or_path: str) -> Path:
     """The file a spec name or path refers to; a clear error with suggestions if none."""
     name_or_path = str(name_or_path)
-    if looks_like_path(name_or_path):
-        path = Path(name_or_path).expanduser()
+    path = Path(name_or_path).expanduser()
+    if looks_like_path(name_or_path) or path.is_dir():
+        if path.is_dir():
+            return _model_folder(kind, path)
         if not path.is_file():
             raise SpecError(f"{kind[:-1]} spec file not found: {name_or_path}")
         return path
@@ -52,6 +56,17 @@ def resolve(kind: str, name_or_path: str) -> Path:
     )
 
 
+def _model_folder(kind: str, folder: Path) -> Path:
+    """A Hugging Face model folder stands for the config.json it holds."""
+    config = folder / "config.json"
+    if kind != "models":
+        raise SpecError(f"{folder} is a folder, not a {kind[:-1]} spec file")
+    if not config.is_file():
+        raise SpecError(f"{folder} is a folder without a config.json (a Hugging Face model "
+                        "folder holds one)")
+    return config
+
+
 def read_document(path: Path) -> dict[str, Any]:
     """Parse a TOML or JSON file; syntax errors name the file and line."""
     try:
@@ -65,10 +80,12 @@ def read_document(path: Path) -> dict[str, Any]:
             raise SpecError(
                 f"{path}: line {error.lineno}, column {error.colno}: invalid JSON: {error.msg}"
             ) from None
+        except (ValueError, RecursionError) as error:  # a 5,000-digit integer, deep nesting
+            raise SpecError(f"{path}: invalid JSON: {error}") from None
     else:
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as error:
+        except (ValueError, RecursionError) as error:  # TOMLDecodeError is a ValueError
             raise SpecError(f"{path}: invalid TOML: {error}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a table of keys at the top level")
@@ -81,24 +98,27 @@ def number(
     where: str,
     *,
     default: float | None = None,
-    minimum: float = 0.0,
+    bound: str | None = None,
+    minimum: float | None = None,
     strict: bool = False,
     integer: bool = False,
 ) -> float:
-    """Read a numeric key, naming the file and key when it is missing or out of range."""
+    """Read a numeric key, naming the file and key when it is missing, not a finite number,
+    or out of range. The range is `limits.BOUNDS[bound]` (by default the entry named like
+    the key, if any), else [`minimum`, 10^15]; `minimum` given replaces the entry's lower
+    end, `strict` opens it, `integer` asks for a whole number."""
     if key not in data or data[key] is None:
         if default is None:
             raise SpecError(f"{where}: missing key {key!r}")
         return default
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(f"{where}: key {key!r} must be a number, got {value!r}")
-    if integer and value != int(value):
-        raise SpecError(f"{where}: key {key!r} must be a whole number, got {value!r}")
-    if value < minimum or (strict and value == minimum):
-        relation = ">" if strict else ">="
-        raise SpecError(f"{where}: key {key!r} must be {relation} {minimum:g}, got {value!r}")
-    return float(value)
+    entry = limits.BOUNDS.get(bound or key)
+    if entry is None:
+        entry = replace(limits.BOUNDS["spec_number"], minimum=minimum or 0.0, min_open=strict)
+    elif minimum is not None:
+        entry = replace(entry, minimum=minimum, min_open=strict)
+    if integer and not entry.integer:
+        entry = replace(entry, integer=True)
+    return float(entry.check(data[key], f"key {key!r}", where))
 
 
 def flag(data: dict[str, Any], key: str, where: str, default: bool) -> bool:

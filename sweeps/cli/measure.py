@@ -7,11 +7,13 @@ from pathlib import Path
 
 import click
 
+from rooftui.sweeps.cli.options import Number
+
 
 @click.command()
 @click.option("--model", default="llama-3-8b", show_default=True, metavar="NAME|PATH",
               help="Model whose layer shapes the GEMMs and attention take.")
-@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--tp", type=Number("tp"), default=1, show_default=True,
               help="Measure one GPU's shard under this tensor-parallel degree.")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
               show_default=True, help="auto: CUDA when PyTorch sees a GPU, else the CPU.")

@@ -10,6 +10,7 @@ from rooftui.core import units
 from rooftui.core.lengths import parse_distribution
 from rooftui.core.occupancy import occupancy_report
 from rooftui.core.workloads import load_workload
+from rooftui.sweeps.cli.options import Number
 from rooftui.sweeps.derive_workloads import read_trace_file
 
 
@@ -19,7 +20,7 @@ from rooftui.sweeps.derive_workloads import read_trace_file
                    "[,cap=C], bimodal:p=P,a=A,b=B[,cap=C], empirical:PATH.")
 @click.option("--workload", "-w", metavar="NAME|PATH",
               help="Use a preset's or a trace file's output lengths instead.")
-@click.option("--batch", "-b", type=click.IntRange(min=1), multiple=True, required=True,
+@click.option("--batch", "-b", type=Number("max_batch"), multiple=True, required=True,
               help="Static batch size B; repeat for several.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON: one object (several batches: a list of them).")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import click
 
-from rooftui.core import units
+from rooftui.core import limits, units
 from rooftui.core.errors import SpecError
 from rooftui.core.scheduler import KV_ADMISSIONS
-from rooftui.sweeps.cli.options import SETUP_KEYS, build_config, setup_options
+from rooftui.sweeps.cli.options import SETUP_KEYS, Number, build_config, setup_options
 from rooftui.sweeps.cli.simulate import resolve_workload
 from rooftui.sweeps.optimize import (
     DEFAULT_REQUESTS,
@@ -30,19 +30,22 @@ from rooftui.sweeps.optimize import (
     optimize,
 )
 
-SECONDS = click.FloatRange(min=0, min_open=True)
 DEFAULT_BATCHES = "8,16,32,64,96,128,192,256"
 DEFAULT_BUDGETS = "256,512,1024,2048,4096,8192"
 
 
-def _whole_numbers(text: str, option: str) -> list[int]:
+def _whole_numbers(text: str, option: str, bound: str) -> list[int]:
+    """A comma-separated list, each within `limits.BOUNDS[bound]`."""
+    wanted = limits.BOUNDS[bound].describe()
     try:
-        values = [int(part) for part in text.replace(" ", "").split(",") if part]
-    except ValueError:
+        values = [limits.check(bound, float(part) if "." in part or "e" in part.lower()
+                               else int(part))
+                  for part in text.replace(" ", "").split(",") if part]
+    except (ValueError, SpecError):
+        raise click.BadParameter(f"expected whole numbers separated by commas, each "
+                                 f"{wanted}, got {text[:40]!r}", param_hint=option) from None
+    if not values:
         raise click.BadParameter(f"expected whole numbers separated by commas, got {text!r}",
-                                 param_hint=option) from None
-    if not values or min(values) < 1:
-        raise click.BadParameter(f"expected whole numbers >= 1, got {text!r}",
                                  param_hint=option)
     return values
 
@@ -56,13 +59,14 @@ def _arrival(text: str) -> tuple[str, float]:
     if kind == "gamma":
         key, _, value = body.partition("=")
         try:
-            cv = float(value)
-        except ValueError:
-            cv = -1.0
-        if key.strip() == "cv" and cv > 0:
+            cv = limits.check("interarrival_cv", float(value))
+        except (ValueError, SpecError):
+            cv = None
+        if key.strip() == "cv" and cv is not None:
             return kind, cv
-    raise click.BadParameter(f"expected poisson, gamma:cv=C (C > 0) or trace, got {text!r}",
-                             param_hint="'--arrival'")
+    wanted = limits.BOUNDS["interarrival_cv"].describe()
+    raise click.BadParameter(f"expected poisson, gamma:cv=C (C {wanted}) or trace, got "
+                             f"{text[:40]!r}", param_hint="'--arrival'")
 
 
 @click.command("optimize")
@@ -73,13 +77,13 @@ def _arrival(text: str) -> tuple[str, float]:
 @click.option("--input-tokens", metavar="DIST",
               help="Prompt lengths (fixed:N, exp:mean=M, ...), overriding the workload's.")
 @click.option("--output-tokens", metavar="DIST", help="Output lengths, same forms.")
-@click.option("--slo-ttft", type=SECONDS, required=True, metavar="SECONDS",
+@click.option("--slo-ttft", type=Number("slo_ttft"), required=True, metavar="SECONDS",
               help="Time-to-first-token objective.")
-@click.option("--slo-tpot", type=SECONDS, required=True, metavar="SECONDS",
+@click.option("--slo-tpot", type=Number("slo_tpot"), required=True, metavar="SECONDS",
               help="Time-per-output-token objective, (E2E - TTFT) / (output - 1).")
 @click.option("--quantile", type=click.Choice([str(q) for q in QUANTILES]),
               help="Require that percentile of TTFT and of TPOT within the objectives.")
-@click.option("--attainment", type=click.FloatRange(0, 1, min_open=True), metavar="SHARE",
+@click.option("--attainment", type=Number("attainment"), metavar="SHARE",
               help="Require this share of requests meeting both objectives "
                    "[default: 0.9 without --quantile].")
 @click.option("--arrival", default="poisson", show_default=True, metavar="PROCESS",
@@ -93,21 +97,21 @@ def _arrival(text: str) -> tuple[str, float]:
               help="Max batches to try, comma-separated.")
 @click.option("--budgets", default=DEFAULT_BUDGETS, show_default=True, metavar="LIST",
               help="Token budgets (tokens per step) to try, comma-separated.")
-@click.option("--gpus-per-replica", type=click.IntRange(min=1), metavar="N",
+@click.option("--gpus-per-replica", type=Number("tp"), metavar="N",
               help="GPUs one replica is split over: the same as --tp.")
 @click.option("--kv-admission", type=click.Choice(KV_ADMISSIONS), default="reserve",
               show_default=True, help="reserve: whole sequences; paged: blocks, preemption.")
-@click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True,
+@click.option("--block-size", type=Number("block_size"), default=16, show_default=True,
               help="Tokens per KV block (paged).")
-@click.option("--requests", "-n", "request_count", type=click.IntRange(min=2),
+@click.option("--requests", "-n", "request_count", type=Number("requests", minimum=2),
               default=DEFAULT_REQUESTS, show_default=True,
               help="Requests per simulation (more: tighter rates near saturation, slower).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=Number("seed"), default=0, show_default=True,
               help="Seed of the lengths and arrival gaps (the same for every rate).")
-@click.option("--rate-tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--rate-tolerance", type=Number("rate_tolerance"),
               default=DEFAULT_TOLERANCE, show_default=True, metavar="FRACTION",
               help="The rate bisection stops when its bracket is this narrow (relative).")
-@click.option("--workers", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--workers", "-j", type=Number("workers"), default=1, show_default=True,
               help="Processes evaluating candidates (the result does not change).")
 @click.option("--charts", "charts_dir", type=click.Path(file_okay=False, path_type=Path),
               metavar="DIR", help="Also write the rate heatmap and the Pareto frontier as "
@@ -152,8 +156,8 @@ def optimize_command(ctx, workload, input_tokens, output_tokens, slo_ttft, slo_t
     problem = Problem(config=config, workload=load, policy=policy, arrival=kind, cv=cv,
                       kv_admission=kv_admission, block_size=block_size,
                       requests=request_count, seed=seed)
-    batch_list = _whole_numbers(batches, "'--batches'")
-    budget_list = _whole_numbers(budgets, "'--budgets'")
+    batch_list = _whole_numbers(batches, "'--batches'", "max_batch")
+    budget_list = _whole_numbers(budgets, "'--budgets'", "token_budget")
     progress = _Progress(len(batch_list) * len(budget_list), quiet=as_json)
     began, cpu = time.perf_counter(), time.process_time()
     result = optimize(problem, objective, batch_list, budget_list, rate_tolerance,

@@ -5,16 +5,50 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 
 import click
 
+from rooftui.core import limits
 from rooftui.core.dtypes import BYTES_PER_ELEMENT
+from rooftui.core.errors import SpecError
 from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig, named_config
 
 DEFAULT_GPU = "h100-sxm"
 DEFAULT_MODEL = "llama-3-8b"
 DTYPE = click.Choice(sorted(BYTES_PER_ELEMENT))
-FRACTION = click.FloatRange(0, 1, min_open=True)
+
+
+class Number(click.ParamType):
+    """A numeric option checked against `core.limits.BOUNDS[bound]` (click's FloatRange
+    takes `nan` and `inf`): finite, in range, whole where it must be; the error names the
+    option and states the range. `changes` narrow the bound for one option
+    (`Number("batch", minimum=1)`)."""
+
+    def __init__(self, bound: str, **changes: float) -> None:
+        self.bound = replace(limits.BOUNDS[bound], **changes)
+        self.name = "integer" if self.bound.integer else "number"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return self.bound.check(value, param.name if param else "value")  # a default
+        text = str(value).strip()
+        try:
+            parsed = int(text) if self.bound.integer else float(text)
+        except ValueError:
+            try:
+                parsed = float(text)  # 1e3 for a whole number; 5,000 digits become inf
+            except ValueError:
+                parsed = None
+        try:
+            return self.bound.check(parsed, "value")
+        except SpecError:
+            shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+            self.fail(f"expected {self.bound.describe()}, got {shown!r}", param, ctx)
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return "N" if self.bound.integer else "X"
+
 
 
 def setup_options(command: Callable) -> Callable:
@@ -24,7 +58,7 @@ def setup_options(command: Callable) -> Callable:
                      help="Shipped GPU (`sweep specs list gpus`) or a GPU TOML file."),
         click.option("--model", default=DEFAULT_MODEL, show_default=True, metavar="NAME|PATH",
                      help="Shipped model, a model TOML, or a Hugging Face config.json."),
-        click.option("--kv-heads", type=click.IntRange(min=1), metavar="H",
+        click.option("--kv-heads", type=Number("kv_heads"), metavar="H",
                      help="KV heads instead of the model's own (a GQA/MQA what-if)."),
         click.option("--weight-dtype", type=DTYPE,
                      help="Weight format [default: the model's]. int4-g128/int8-g128 add a "
@@ -37,26 +71,26 @@ def setup_options(command: Callable) -> Callable:
                      help="Format the matmuls run in, which picks the peak "
                           "[default: follows the weights; weight-only int4/int8/fp4/mxfp4: "
                           "bf16; fp8 weights and activations: fp8]."),
-        click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+        click.option("--tp", type=Number("tp"), default=1, show_default=True,
                      metavar="N",
                      help="Tensor parallelism: split weights, heads and KV over N GPUs, "
                           "adding two all-reduces per layer over the interconnect. "
                           "Throughput, capacity and cost are per replica of N GPUs."),
-        click.option("--spec-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+        click.option("--spec-tokens", type=Number("spec_tokens"), default=0, show_default=True,
                      metavar="K",
                      help="Speculative decoding: K drafted tokens verified per step."),
-        click.option("--acceptance", type=click.FloatRange(0, 1), metavar="A",
+        click.option("--acceptance", type=Number("acceptance"), metavar="A",
                      help="Acceptance rate of a drafted token (with --spec-tokens); a step "
                           "yields (1 - A^(K+1)) / (1 - A) tokens per sequence."),
         click.option("--draft-model", metavar="NAME|PATH",
                      help="Draft model for --spec-tokens (its K steps are counted) "
                           "[default: none, drafting is free: n-gram or prompt lookup]."),
-        click.option("--price-per-gpu-hour", type=click.FloatRange(min=0), metavar="PRICE",
+        click.option("--price-per-gpu-hour", type=Number("price_per_gpu_hour"), metavar="PRICE",
                      help="Also report the cost per million tokens, in the same currency."),
         click.option("--profile", default="ideal", show_default=True, metavar="NAME|PATH",
                      help="Assumption profile (`sweep specs list profiles`) or a TOML file."),
-        click.option("--mfu", type=FRACTION, help="Fraction of dense peak FLOP/s reached."),
-        click.option("--mbu", type=FRACTION, help="Fraction of peak bandwidth reached."),
+        click.option("--mfu", type=Number("mfu"), help="Fraction of dense peak FLOP/s reached."),
+        click.option("--mbu", type=Number("mbu"), help="Fraction of peak bandwidth reached."),
         click.option("--overlap", type=click.Choice(["parts", "full"]),
                      help="parts: sum the parts' rooflines; full: one roofline over the sums."),
         click.option("--attention-flops", type=click.Choice(["causal", "full"]),
@@ -65,14 +99,14 @@ def setup_options(command: Callable) -> Callable:
                      help="Count hidden states read and written between kernels."),
         click.option("--kv-write/--no-kv-write", default=None,
                      help="Count writing the step's new K and V."),
-        click.option("--memory-reserve-gb", type=click.FloatRange(min=0), metavar="GB",
+        click.option("--memory-reserve-gb", type=Number("memory_reserve_gb"), metavar="GB",
                      help="Memory held back from the KV cache."),
-        click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True),
+        click.option("--peak-tflops", type=Number("peak_tflops"),
                      metavar="TFLOPS",
                      help="What-if: another dense peak for the compute dtype."),
-        click.option("--bandwidth-tbs", type=click.FloatRange(min=0, min_open=True),
+        click.option("--bandwidth-tbs", type=Number("bandwidth_tbs"),
                      metavar="TBS", help="What-if: another memory bandwidth (TB/s)."),
-        click.option("--memory-gb", type=click.FloatRange(min=0, min_open=True), metavar="GB",
+        click.option("--memory-gb", type=Number("memory_gb"), metavar="GB",
                      help="What-if: another memory capacity (GB)."),
     ]
     return functools.reduce(lambda cmd, option: option(cmd), reversed(options), command)

@@ -10,22 +10,20 @@ from rooftui.core import units
 from rooftui.core.closed_forms import gemm_intensity
 from rooftui.core.dtypes import bytes_per_element
 from rooftui.core.point import point_report
-from rooftui.sweeps.cli.options import DTYPE, build_config, setup_options
-
-COUNT = click.IntRange(min=0)
+from rooftui.sweeps.cli.options import DTYPE, Number, build_config, setup_options
 
 
 @click.command()
 @setup_options
-@click.option("--batch", "-b", type=COUNT, default=1, show_default=True,
+@click.option("--batch", "-b", type=Number("batch"), default=1, show_default=True,
               help="Decode sequences in the step (one token each).")
-@click.option("--context", "-s", type=COUNT, default=1024, show_default=True,
+@click.option("--context", "-s", type=Number("context"), default=1024, show_default=True,
               help="Tokens already cached per decode sequence.")
-@click.option("--prefill", type=COUNT, default=0, show_default=True,
+@click.option("--prefill", type=Number("prefill"), default=0, show_default=True,
               help="Prefill tokens in the step (a prompt or a chunk of one).")
-@click.option("--prefill-context", type=COUNT, default=0, show_default=True,
+@click.option("--prefill-context", type=Number("prefill_context"), default=0, show_default=True,
               help="Tokens of that prompt already cached (earlier chunks).")
-@click.option("--tpot-budget", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+@click.option("--tpot-budget", type=Number("tpot_budget"), metavar="SECONDS",
               help="Also report the largest batch whose decode step fits this time.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def point(batch, context, prefill, prefill_context, tpot_budget, as_json, **setup):
@@ -161,15 +159,15 @@ def _why(r: dict) -> list[str]:
 
 
 @click.command()
-@click.option("--rows", "-m", type=click.IntRange(min=1), multiple=True, default=(1, 8, 64, 256, 1024),
+@click.option("--rows", "-m", type=Number("matrix_dimension"), multiple=True, default=(1, 8, 64, 256, 1024),
               show_default=True, help="Rows of the activation (the batch in decode); repeat.")
-@click.option("--k", "k", type=click.IntRange(min=1), default=4096, show_default=True,
+@click.option("--k", "k", type=Number("matrix_dimension"), default=4096, show_default=True,
               help="Inner dimension (the layer's input width).")
-@click.option("--n", "n", type=click.IntRange(min=1), default=14336, show_default=True,
+@click.option("--n", "n", type=Number("matrix_dimension"), default=14336, show_default=True,
               help="Output width of the weight matrix.")
 @click.option("--dtype", type=DTYPE, default="bf16", show_default=True,
               help="Format of weights, input and output.")
-@click.option("--ridge", type=click.FloatRange(min=0, min_open=True), default=295.0,
+@click.option("--ridge", type=Number("ridge"), default=295.0,
               show_default=True, help="FLOPs per byte to compare against.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def gemm(rows, k, n, dtype, ridge, as_json):

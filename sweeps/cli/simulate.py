@@ -23,11 +23,10 @@ from rooftui.core.scheduler import (
     summarize,
 )
 from rooftui.core.workloads import Workload, load_workload
-from rooftui.sweeps.cli.options import build_config, setup_options
+from rooftui.sweeps.cli.options import Number, build_config, setup_options
 from rooftui.sweeps.derive_workloads import read_trace_file
 
 DEFAULT_WORKLOAD = "sharegpt-8k"
-SECONDS = click.FloatRange(min=0, min_open=True)
 
 
 def resolve_workload(workload: str | None, input_tokens: str | None,
@@ -105,9 +104,9 @@ def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
               help="static: a batch runs until its longest member ends; continuous: a freed "
                    "slot is refilled next step, prompts prefilled whole; chunked: a per-step "
                    "token budget, decodes first, then partial and new prompts.")
-@click.option("--max-batch", "-B", type=click.IntRange(min=1), default=128, show_default=True,
+@click.option("--max-batch", "-B", type=Number("max_batch"), default=128, show_default=True,
               help="Slots: sequences in flight (decoding or prefilling) at most.")
-@click.option("--token-budget", "-T", type=click.IntRange(min=1), metavar="TOKENS",
+@click.option("--token-budget", "-T", type=Number("token_budget"), metavar="TOKENS",
               help="Tokens per step. chunked: shared by decodes and prefill chunks "
                    "[default: 512; at least --max-batch]; continuous: a cap on decodes plus "
                    "whole prompts [default: none].")
@@ -122,19 +121,19 @@ def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
 @click.option("--arrival", default="closed", show_default=True, metavar="PROCESS",
               help="closed (all waiting at t = 0), poisson:rate=R (req/s), "
                    "gamma:rate=R,cv=C, or trace[:speed=X] (replay the trace file's arrival_s).")
-@click.option("--requests", "-n", "request_count", type=click.IntRange(min=1), default=1000,
+@click.option("--requests", "-n", "request_count", type=Number("requests"), default=1000,
               show_default=True, help="Requests to simulate.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=Number("seed"), default=0, show_default=True,
               help="Seed of the length and arrival draws (the same seed, the same run).")
 @click.option("--kv-admission", type=click.Choice(KV_ADMISSIONS), default="reserve",
               show_default=True,
               help="reserve: admit when the whole sequence fits; paged: 16-token blocks, "
                    "preempt and recompute the latest request when they run out.")
-@click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True,
+@click.option("--block-size", type=Number("block_size"), default=16, show_default=True,
               help="Tokens per KV block (paged).")
-@click.option("--slo-ttft", type=SECONDS, metavar="SECONDS",
+@click.option("--slo-ttft", type=Number("slo_ttft"), metavar="SECONDS",
               help="TTFT objective: adds slo_attainment and goodput.")
-@click.option("--slo-tpot", type=SECONDS, metavar="SECONDS",
+@click.option("--slo-tpot", type=Number("slo_tpot"), metavar="SECONDS",
               help="TPOT objective: adds slo_attainment and goodput.")
 @click.option("--trace-out", metavar="PATH",
               help="Write per-step and per-request records: PATH-steps.parquet and "
