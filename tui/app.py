@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
 from textual.app import App, SystemCommand
+from textual.filter import LineFilter, Monochrome
 from textual.screen import Screen
 
 from rooftui.core.errors import SpecError
+from rooftui.tui.crash_report import write_crash_report
 from rooftui.tui.keys import COMMON_BINDINGS
+from rooftui.tui.monochrome import UnstyledSafeMonochrome, is_monochrome_terminal
 from rooftui.tui.screens.explorer import ExplorerScreen
 from rooftui.tui.settings import ExplorerSettings
 
@@ -37,6 +41,34 @@ class RooftuiApp(App):
         self.output_dir = output_dir
         self._settings = settings or ExplorerSettings()
         self._hires = hires
+        self._monochrome = UnstyledSafeMonochrome()
+        self._monochrome_terminal = is_monochrome_terminal(os.environ)
+        self.crash_report: Path | None = None
+
+    @property
+    def monochrome(self) -> bool:
+        """NO_COLOR is set or the terminal has no colour: the plots mark series by
+        character, not hue alone."""
+        return self.no_color or self._monochrome_terminal
+
+    def get_line_filters(self) -> list[LineFilter]:
+        """Textual's filters, with a monochrome one that survives unstyled segments, and
+        added for a terminal without colour that does not set NO_COLOR."""
+        filters = [self._monochrome if type(line_filter) is Monochrome else line_filter
+                   for line_filter in super().get_line_filters()]
+        if self._monochrome_terminal and self._monochrome not in filters:
+            filters.append(self._monochrome)
+        return filters
+
+    def _handle_exception(self, error: Exception) -> None:
+        """An unhandled exception ends the app as Textual ends it (exit status 1), but
+        leaves one line on the terminal and the full report in a file."""
+        super()._handle_exception(error)
+        self.crash_report = write_crash_report(error)
+        where = (f"full report: {self.crash_report}" if self.crash_report
+                 else "no folder could be written for the full report")
+        self._exit_renderables[:] = [
+            f"rooftui: error: {type(error).__name__}: {_first_line(error)} ({where})"]
 
     def on_mount(self) -> None:
         self.install_screen(ExplorerScreen(self._settings, hires=self._hires), "explorer")
@@ -94,6 +126,11 @@ class RooftuiApp(App):
                 partial(self.run_action, binding.action, active.node))
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="rooftui",
@@ -139,8 +176,10 @@ def main(argv: list[str] | None = None) -> None:
     except SpecError as error:
         sys.stderr.write(f"rooftui: error: {error}\n")
         sys.exit(2)
-    RooftuiApp(args.results_dir, settings=settings, output_dir=args.output_dir,
-               hires=args.plot).run()
+    app = RooftuiApp(args.results_dir, settings=settings, output_dir=args.output_dir,
+                     hires=args.plot)
+    app.run()
+    sys.exit(app.return_code or 0)
 
 
 if __name__ == "__main__":

@@ -35,10 +35,14 @@ def rooftui_command(*args: str) -> list[str]:
 class Terminal:
     """One tmux server of our own (its own socket, no user config) running one command."""
 
-    def __init__(self, size: tuple[int, int], command: list[str], cwd: Path) -> None:
+    def __init__(self, size: tuple[int, int], command: list[str], cwd: Path,
+                 env: dict[str, str] | None = None) -> None:
         self.socket = f"rooftui-test-{os.getpid()}-{size[0]}x{size[1]}"
         width, height = size
-        shell_command = " ".join(shlex.quote(part) for part in command)
+        environment = {"TERM": "screen-256color", "COLORTERM": "", **(env or {})}
+        # the pane stays open after the program ends, showing its exit status
+        shell_command = (" ".join(shlex.quote(part) for part in command)
+                         + '; echo "exit status $?"; sleep 600')
         # the window gets its size once created: start a placeholder, then run the
         # program in the sized pane (started directly, it may see tmux's default 80×24
         # and miss the resize that follows)
@@ -48,9 +52,11 @@ class Terminal:
         # them (importing readline exports them), and tmux passes its environment on
         self.socket_path = Path(self._tmux("display-message", "-p", "-t", "main",
                                            "#{socket_path}").stdout.strip())
+        assignments = " ".join(f"{key}={shlex.quote(value)}"
+                               for key, value in environment.items())
         self._tmux("respawn-pane", "-k", "-t", "main", "-c", str(cwd),
-                   "env -u COLUMNS -u LINES TERM=screen-256color COLORTERM= "
-                   + shell_command)
+                   f"env -u COLUMNS -u LINES {assignments} sh -c "
+                   + shlex.quote(shell_command))
 
     def _tmux(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
@@ -77,8 +83,10 @@ class Terminal:
                 raise AssertionError(f"waited for {texts!r}; the screen shows:\n{screen}")
             time.sleep(0.2)
 
-    def running(self) -> bool:
-        return self._tmux("has-session", "-t", "main").returncode == 0
+    def exit_status(self, timeout: float = 60) -> int:
+        """The program's exit status, once it has ended."""
+        screen = self.wait_for("exit status ", timeout=timeout)
+        return int(screen.split("exit status ")[-1].split()[0])
 
     def close(self) -> None:
         self._tmux("kill-server")
@@ -89,8 +97,8 @@ class Terminal:
 def terminal(tmp_path):
     opened = []
 
-    def open_terminal(size, *args):
-        opened.append(Terminal(size, rooftui_command(*args), tmp_path))
+    def open_terminal(size, *args, env=None, command=None):
+        opened.append(Terminal(size, command or rooftui_command(*args), tmp_path, env))
         return opened[-1]
 
     yield open_terminal
@@ -123,10 +131,7 @@ def test_keys_change_the_figures(terminal, size):
         max_batch = sweep_point(batch=8, context=2048)["max_batch"]
         term.wait_for("all users", "per user", f"max {max_batch:,}")
     term.keys("q")
-    deadline = time.monotonic() + 20
-    while term.running() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not term.running()
+    assert term.exit_status() == 0
 
 
 def test_typed_batch_and_a_refused_one(terminal):
@@ -143,7 +148,7 @@ def test_typed_batch_and_a_refused_one(terminal):
     term.keys("32")
     term.wait_for(*figures(batch=32))
     term.keys("x")
-    term.wait_for("batch: a whole number >=", "got '32x'")  # the message wraps
+    term.wait_for("batch must be a whole", "'32x'")  # the message wraps
     assert figures(batch=32)[0] in term.screen()
 
 
@@ -154,3 +159,44 @@ def test_results_row_opens_in_the_explorer(terminal, tmp_path):
     term.special("Down")
     term.special("Enter")  # row 2: h100-sxm, llama-3-8b, batch 1, context 512, fp8 KV
     term.wait_for(*figures(batch=1, context=512, kv_dtype="fp8"))
+
+
+@pytest.mark.parametrize("env", [{"NO_COLOR": "1"}, {"TERM": "xterm-mono"}],
+                         ids=["NO_COLOR", "xterm-mono"])
+def test_a_terminal_without_colour(terminal, env):
+    term = terminal((80, 24), env=env)
+    term.wait_for("4.52 ms", "221 tok/s", "q Quit", "■ gemm", "▲ attention")
+    term.keys("v")  # the throughput curves tell apart by their markers
+    term.wait_for("━● all users", "━○ per user")
+    term.keys("q")
+    assert term.exit_status() == 0
+
+
+def test_results_without_colour(terminal, tmp_path):
+    out = write_results_dir(tmp_path / "sweep")
+    term = terminal((200, 50), str(out), env={"NO_COLOR": "1"})
+    term.wait_for("sweep-demo · rows 1–100 of 120", "step_time_s")
+    term.keys("q")
+    assert term.exit_status() == 0
+
+
+def test_a_crash_is_one_line_and_a_report(terminal, tmp_path):
+    """An error inside the app: exit status 1, one line naming the report, which holds
+    the traceback."""
+    breaks_a_widget = (
+        "from rooftui.tui.widgets import key_figures\n"
+        "def show(*args, **kwargs):\n"
+        "    raise RuntimeError('a widget broke on purpose')\n"
+        "key_figures.KeyFigures.show_report = show\n"
+        "from rooftui.tui.app import main\n"
+        "main([])\n")
+    term = terminal((80, 24), command=[sys.executable, "-c", breaks_a_widget],
+                    env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert term.exit_status() == 1
+    screen = term.screen()
+    line = next(text for text in screen.splitlines() if text.startswith("rooftui: error:"))
+    assert "RuntimeError: a widget broke on purpose" in line
+    assert "Traceback" not in screen
+    reports = list((tmp_path / "state" / "rooftui").glob("crash-*.log"))
+    assert len(reports) == 1 and str(reports[0]) in screen.replace("\n", "")
+    assert "a widget broke on purpose" in reports[0].read_text()

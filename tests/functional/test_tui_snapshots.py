@@ -40,3 +40,19 @@ def test_help(snap_compare):
 def test_results_at_120x30(snap_compare, tmp_path):
     app = RooftuiApp(write_results_dir(tmp_path))
     assert snap_compare(app, terminal_size=(120, 30), run_before=wait_for_results)
+
+
+def test_explorer_at_80x24_without_colour(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(RooftuiApp(), terminal_size=(80, 24), run_before=wait_for_explorer)
+
+
+def test_explorer_throughput_without_colour(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def run_before(pilot):
+        await wait_for_explorer(pilot)
+        await pilot.press(*["right_square_bracket"] * 6, "v")  # batch 64, next view
+        await settle(pilot)
+
+    assert snap_compare(RooftuiApp(), terminal_size=(80, 24), run_before=run_before)

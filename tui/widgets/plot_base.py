@@ -108,6 +108,11 @@ class LabelledPlot(Vertical):
     def plot(self) -> CellPlot:
         return self.query_one(CellPlot)
 
+    @property
+    def monochrome(self) -> bool:
+        """The terminal shows no colour: series must differ by their characters."""
+        return bool(getattr(self.app, "monochrome", False))
+
     def set_legend(self, markup: str) -> None:
         """Rich markup, so colours are named as the plot lines name them (rich styles:
         `bright_cyan` is the terminal's own colour 14, in 16 or 256 colours)."""

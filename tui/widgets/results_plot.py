@@ -14,6 +14,9 @@ from rooftui.tui.widgets.plot_base import LabelledPlot
 PALETTE = ("bright_cyan", "yellow", "magenta", "green", "red", "bright_blue",
            "bright_magenta", "bright_green", "white")
 OTHER = "grey50"
+# in a terminal without colour each group gets its own character instead
+MARKERS = ("●", "■", "▲", "◆", "▼", "✚", "✖", "○", "□")
+OTHER_MARKER = "·"
 
 
 def wants_log(values: np.ndarray) -> bool:
@@ -43,21 +46,27 @@ class ResultsPlot(LabelledPlot):
         plot.set_xlimits(*limits(xs, log_x))
         plot.set_ylimits(*limits(ys, log_y))
         legend = []
+        # without colour, character markers (hires pixels carry nothing but colour)
+        hires, markers = ((None, MARKERS) if self.monochrome
+                          else (self.hires_mode, ("●",) * len(PALETTE)))
         if colours is None:
-            plot.scatter(xs, ys, marker_style=PALETTE[0], hires_mode=self.hires_mode)
+            plot.scatter(xs, ys, marker=markers[0], marker_style=PALETTE[0], hires_mode=hires)
         else:
             labels = np.asarray([str(c) for c in colours])
             groups = [str(g) for g in sorted(set(colours), key=_order)]
             shown, others = groups[:len(PALETTE)], groups[len(PALETTE):]
             if others:  # drawn first, so the coloured points stay on top
                 rest = np.isin(labels, others)
-                plot.scatter(xs[rest], ys[rest], marker_style=OTHER, hires_mode=self.hires_mode)
-            for group, style in zip(shown, PALETTE, strict=False):
+                plot.scatter(xs[rest], ys[rest], marker=OTHER_MARKER, marker_style=OTHER,
+                             hires_mode=hires)
+            for group, style, marker in zip(shown, PALETTE, markers, strict=False):
                 mask = labels == group
-                plot.scatter(xs[mask], ys[mask], marker_style=style, hires_mode=self.hires_mode)
-                legend.append(f"[{style}]●[/] {group}")
+                plot.scatter(xs[mask], ys[mask], marker=marker, marker_style=style,
+                             hires_mode=hires)
+                legend.append(f"[{style}]{marker}[/] {group}")
             if others:
-                legend.append(f"[{OTHER}]●[/] {len(others)} more")
+                other = OTHER_MARKER if self.monochrome else "●"
+                legend.append(f"[{OTHER}]{other}[/] {len(others)} more")
         sample = f"{xs.size:,} of {total:,} rows" if xs.size < total else f"{total:,} rows"
         colour_note = f" · colour: {colour}" if colour else ""
         self.set_legend(f"{sample}{colour_note}  " + "  ".join(legend))

@@ -10,6 +10,8 @@ from rooftui.tui.widgets.log_axis import padded_bounds, to_log
 from rooftui.tui.widgets.plot_base import LabelledPlot
 
 ALL_USERS, PER_USER = "bright_cyan", "yellow"
+# each curve is marked at the current batch, so the two tell apart without colour
+ALL_USERS_MARKER, PER_USER_MARKER = "●", "○"
 
 
 class ThroughputPlot(LabelledPlot):
@@ -37,9 +39,17 @@ class ThroughputPlot(LabelledPlot):
             if split < len(x):
                 plot.plot(x[beyond], y[beyond], line_style=f"{colour} dim",
                           hires_mode=self.hires_mode)
-        legend = [f"[{ALL_USERS}]━[/] all users", f"[{PER_USER}]━[/] per user"]
+        legend = [f"[{ALL_USERS}]━{ALL_USERS_MARKER}[/] all users",
+                  f"[{PER_USER}]━{PER_USER_MARKER}[/] per user"]
         if report["batch"] > 0:
-            plot.add_v_line(float(np.log10(report["batch"])), line_style="white")
+            batch = float(np.log10(report["batch"]))
+            plot.add_v_line(batch, line_style="white")
+            for value, marker, colour in (
+                    (report["tokens_per_s"], ALL_USERS_MARKER, ALL_USERS),
+                    (report["per_user_tokens_per_s"], PER_USER_MARKER, PER_USER)):
+                if value:
+                    plot.scatter([batch], to_log([value]), marker=marker,
+                                 marker_style=f"bold {colour}", hires_mode=None)
             legend.append(f"│ batch {report['batch']:,}")
         if max_batch:
             plot.add_v_line(float(np.log10(max_batch)), line_style="red")
