@@ -127,6 +127,9 @@ BOUNDS: dict[str, Bound] = {
     "probability": Bound(0, 1),
     # any other number a spec file holds: finite and far from overflow
     "spec_number": Bound(-10**15, 10**15),
+    # sweep grids and their manifests: point ids are int64, and 10^15 points take years
+    "points": Bound(1, 10**15, integer=True, unit="points"),
+    "shard_size": Bound(1, 10**9, integer=True, unit="points"),
 }
 
 
