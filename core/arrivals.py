@@ -15,14 +15,15 @@ Open processes start with a request at t = 0. Times are seconds.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from rooftui.core import limits
 from rooftui.core.errors import SpecError
 
 KINDS = "closed, poisson:rate=R, gamma:rate=R,cv=C, trace[:speed=X]"
+BOUNDS_OF = {"rate": "rate", "cv": "interarrival_cv", "speed": "speed"}  # in core.limits
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,8 @@ def _parameters(spec: str, body: str, keys: tuple[str, ...]) -> dict[str, float]
         try:
             value = float(text)
         except ValueError:
-            raise SpecError(f"bad arrival process {spec!r}: {key} must be a number, "
-                            f"got {text.strip()!r}") from None
-        if not math.isfinite(value) or value <= 0:
-            raise SpecError(f"bad arrival process {spec!r}: {key} must be > 0, got {value:g}")
-        values[key] = value
+            value = text.strip()  # refused below, with the range
+        values[key] = limits.check(BOUNDS_OF[key], value, f"bad arrival process {spec!r}", key)
     return values
 
 

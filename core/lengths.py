@@ -29,9 +29,11 @@ from statistics import NormalDist
 
 import numpy as np
 
+from rooftui.core import limits
 from rooftui.core.errors import SpecError
 
 TRACE_COLUMNS = ("input_tokens", "output_tokens")
+MOST_TOKENS = limits.BOUNDS["tokens"].maximum  # of one request's prompt or output
 ARRIVAL_COLUMN = "arrival_s"
 
 # A function that reads a trace file into named columns (see `read_trace_csv`).
@@ -39,8 +41,9 @@ TraceReader = Callable[[Path], dict[str, np.ndarray]]
 
 
 def tokens(draws: np.ndarray) -> np.ndarray:
-    """Continuous draws as token counts: nearest integer, at least 1."""
-    return np.maximum(np.rint(draws), 1).astype(np.int64)
+    """Continuous draws as token counts: nearest integer, at least 1 and at most
+    `MOST_TOKENS` (a far tail of a log-normal would overflow int64)."""
+    return np.clip(np.rint(draws), 1, MOST_TOKENS).astype(np.int64)
 
 
 class LengthDistribution:
@@ -302,10 +305,12 @@ class QuantileTable(LengthDistribution):
         if p.ndim != 1 or p.shape != v.shape or p.size < 2:
             raise SpecError(f"{where}: quantiles and values must be two lists of the same "
                             "length (at least 2)")
-        if p[0] != 0.0 or p[-1] != 1.0 or np.any(np.diff(p) <= 0):
+        if not np.all(np.isfinite(p)) or p[0] != 0.0 or p[-1] != 1.0 or np.any(np.diff(p) <= 0):
             raise SpecError(f"{where}: quantiles must rise strictly from 0 to 1")
-        if np.any(np.diff(v) < 0) or v[0] < 0:
-            raise SpecError(f"{where}: values must be >= 0 and non-decreasing")
+        if (not np.all(np.isfinite(v)) or np.any(np.diff(v) < 0) or v[0] < 0
+                or v[-1] > MOST_TOKENS):
+            raise SpecError(f"{where}: values must be non-decreasing, from 0 to "
+                            f"{MOST_TOKENS:,.0f} tokens")
         return QuantileTable(probabilities=p, values=v, spec=where)
 
     @property
@@ -380,8 +385,9 @@ def _parameters(spec: str, body: str, allowed: dict[str, bool]) -> dict[str, str
     return values
 
 
-def _positive(spec: str, name: str, text: str, *, low: float = 0.0, high: float = math.inf,
-              closed_low: bool = False, closed_high: bool = False) -> float:
+def _positive(spec: str, name: str, text: str, *, low: float = 0.0,
+              high: float = MOST_TOKENS, closed_low: bool = False,
+              closed_high: bool = True) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -452,10 +458,11 @@ def check_trace(columns: dict[str, np.ndarray], where: str,
     for name in TRACE_COLUMNS:
         if name in columns:
             column = columns[name]
-            bad = np.flatnonzero(~np.isfinite(column) | (column < 1) | (column != np.rint(column)))
+            bad = np.flatnonzero(~np.isfinite(column) | (column < 1) | (column > MOST_TOKENS)
+                                 | (column != np.rint(column)))
             if bad.size:
-                raise SpecError(f"{where}: {name} must be whole numbers >= 1; row "
-                                f"{bad[0] + 1} has {column[bad[0]]!r}")
+                raise SpecError(f"{where}: {name} must be whole numbers from 1 to "
+                                f"{MOST_TOKENS:,.0f}; row {bad[0] + 1} has {column[bad[0]]!r}")
     if ARRIVAL_COLUMN in columns:
         arrivals = columns[ARRIVAL_COLUMN]
         if not np.all(np.isfinite(arrivals)) or np.any(arrivals < 0):
@@ -499,11 +506,11 @@ def parse_distribution(spec: str, column: str = "output_tokens",
     if kind == "lognormal":
         params = _parameters(spec, body, {"median": True, "sigma": True, "cap": False})
         median = _positive(spec, "median", params["median"])
-        sigma = _positive(spec, "sigma", params["sigma"], high=10, closed_high=True)
+        sigma = _positive(spec, "sigma", params["sigma"], high=limits.BOUNDS["sigma"].maximum)
         return _with_cap(Lognormal(median=median, sigma=sigma, spec=spec), params, spec)
     if kind == "bimodal":
         params = _parameters(spec, body, {"p": True, "a": True, "b": True, "cap": False})
-        p = _positive(spec, "p", params["p"], low=0, high=1, closed_low=True, closed_high=True)
+        p = _positive(spec, "p", params["p"], low=0, high=1, closed_low=True)
         parts = {}
         for name in ("a", "b"):
             text = params[name]

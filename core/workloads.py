@@ -139,7 +139,7 @@ def _column(data: dict, key: str, where: str) -> LengthDistribution:
         if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in table[name]):
             raise SpecError(f"{here}: {name!r} must be a list of numbers")
     distribution = QuantileTable.of(table["quantiles"], table["values"], here)
-    cap = spec_files.number(table, "cap", here, strict=True)
+    cap = spec_files.number(table, "cap", here, bound="token_scale")
     if distribution.upper > cap:
         raise SpecError(f"{here}: the last value {distribution.upper:g} is above the cap {cap:g}")
     return distribution
@@ -151,8 +151,9 @@ def workload_from_dict(data: dict, where: str, name: str) -> Workload:
     if not isinstance(arrivals, dict):
         raise SpecError(f"{where}: [arrivals] must be a table")
     spec_files.check_keys(arrivals, ARRIVAL_KEYS, f"{where} [arrivals]")
-    optional = {key: spec_files.number(arrivals, key, f"{where} [arrivals]", strict=True)
-                if key in arrivals else None for key in ("rate_per_s", "interarrival_cv")}
+    optional = {key: spec_files.number(arrivals, key, f"{where} [arrivals]", bound=bound)
+                if key in arrivals else None
+                for key, bound in (("rate_per_s", "rate"), ("interarrival_cv", "interarrival_cv"))}
     return Workload(
         name=str(data.get("name", name)),
         input_tokens=_column(data, "input_tokens", where),
