@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from rooftui.core.calibration import FIT_PARAMETERS
+from rooftui.sweeps.cli.options import json_text
 
 HALVES = ("all", "calibration")
 
@@ -115,11 +116,12 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
                                 sources=sources, rows=len(rows), half=half,
                                 description=description)
     if as_json:
-        click.echo(json.dumps({"gpu": gpu, "rows": len(rows), "half": half,
+        click.echo(json_text({"gpu": gpu, "rows": len(rows), "half": half,
                                "fitted": list(result.fitted), "parameters": parameters,
                                "rms_log_error": result.rms_log_error, "datasets": quality,
                                "profile": str(written) if written else None,
-                               "command": command}, indent=2))
+                               "command": command},
+                              {"profile": "no --out given"}))
         return
     click.echo(render_fit(result, quality, base, len(rows), gpu))
     if written:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from rooftui.sweeps.cli.options import Number
+from rooftui.sweeps.cli.options import Number, json_text
 
 
 @click.command()
@@ -60,9 +59,9 @@ def measure(model, tp, device, label, no_fp8, out, as_json):
     counts = {kind: sum(row["kind"] == kind for row in rows)
               for kind in ("copy", "gemm", "attention_decode")}
     if as_json:
-        click.echo(json.dumps({"device": name, "gpu": rows[0]["gpu"], "rows": len(rows),
+        click.echo(json_text({"device": name, "gpu": rows[0]["gpu"], "rows": len(rows),
                                "kinds": counts, "out": str(out),
-                               "warning": CPU_WARNING if name == "cpu" else None}, indent=2))
+                               "warning": CPU_WARNING if name == "cpu" else None}))
         return
     copies = [row for row in rows if row["kind"] == "copy"]
     best = max(2 * row["bytes"] / row["time_s"] for row in copies)

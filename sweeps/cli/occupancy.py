@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from rooftui.core import units
 from rooftui.core.lengths import parse_distribution
 from rooftui.core.occupancy import occupancy_report
 from rooftui.core.workloads import load_workload
-from rooftui.sweeps.cli.options import Number
+from rooftui.sweeps.cli.options import Number, json_text
 from rooftui.sweeps.derive_workloads import read_trace_file
 
 
@@ -49,7 +47,7 @@ def occupancy(output_tokens, workload, batch, as_json):
     for report in reports:
         report["distribution"] = label
     if as_json:
-        click.echo(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        click.echo(json_text(reports[0] if len(reports) == 1 else reports))
         return
     click.echo(f"static-batch occupancy of {label} (mean {reports[0]['mean_tokens']:,.1f} "
                f"tokens; {reports[0]['method']})")

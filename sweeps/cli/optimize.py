@@ -3,7 +3,6 @@ under a TTFT/TPOT objective, the Pareto frontier, and why every other candidate 
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import time
@@ -14,7 +13,7 @@ import click
 from rooftui.core import limits, units
 from rooftui.core.errors import SpecError
 from rooftui.core.scheduler import KV_ADMISSIONS
-from rooftui.sweeps.cli.options import SETUP_KEYS, Number, build_config, setup_options
+from rooftui.sweeps.cli.options import SETUP_KEYS, Number, build_config, json_text, setup_options
 from rooftui.sweeps.cli.simulate import resolve_workload
 from rooftui.sweeps.optimize import (
     DEFAULT_REQUESTS,
@@ -169,7 +168,8 @@ def optimize_command(ctx, workload, input_tokens, output_tokens, slo_ttft, slo_t
     if charts_dir is not None:
         written = write_charts(result, charts_dir, priced=config.price_per_gpu_hour is not None)
         click.echo("wrote " + ", ".join(str(path) for path in written), err=True)
-    click.echo(json.dumps(report, indent=2) if as_json else render(report))
+    click.echo(json_text(report, {"best": "no candidate meets the objective at any rate"})
+               if as_json else render(report))
 
 
 class _Progress:

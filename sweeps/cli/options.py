@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -134,3 +136,52 @@ def build_config(params: dict, **step: object) -> PointConfig:
         peak_tflops=params.get("peak_tflops"), bandwidth_tbs=params.get("bandwidth_tbs"),
         memory_gb=params.get("memory_gb"), compute_dtype=config.resolved_compute_dtype)
     return config.with_changes(gpu=gpu)
+
+
+# --- strict JSON -----------------------------------------------------------------------
+
+DEFAULT_NULL_REASON = "undefined for this input (not a finite number)"
+_MISSING = object()
+
+
+def json_text(report: dict | list, reasons: dict[str, str] | None = None) -> str:
+    """`--json` output, always strict JSON (see `strict_report`)."""
+    return json.dumps(strict_report(report, reasons), indent=2, allow_nan=False)
+
+
+def strict_report(report: dict | list, reasons: dict[str, str] | None = None) -> dict | list:
+    """`report` with every number that is undefined or infinite for this input (0/0, x/0)
+    made null. An object gets `null_reasons`, mapping the dotted path of each such null,
+    and of each null that `reasons` explains, to why ({"tokens_per_s": "no tokens in the
+    step"}); a list's objects get theirs each."""
+    if isinstance(report, list):
+        return [strict_report(item, reasons) for item in report]
+    nulls: dict[str, str] = {}
+    clean = _finite_tree(report, "", nulls)
+    if isinstance(clean, dict):
+        nulls.update({path: reason for path, reason in (reasons or {}).items()
+                      if _lookup(clean, path) is None})
+        clean["null_reasons"] = dict(sorted(nulls.items()))
+    return clean
+
+
+def _finite_tree(value, path: str, nulls: dict[str, str]):
+    if isinstance(value, dict):
+        return {key: _finite_tree(item, f"{path}.{key}" if path else str(key), nulls)
+                for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_tree(item, f"{path}[{i}]", nulls) for i, item in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        nulls[path] = DEFAULT_NULL_REASON
+        return None
+    return value
+
+
+def _lookup(tree: dict, path: str):
+    """The value at a dotted path; `_MISSING` when the path is not there."""
+    node = tree
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return _MISSING
+        node = node[key]
+    return node

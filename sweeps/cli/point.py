@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from rooftui.core import units
 from rooftui.core.closed_forms import gemm_intensity
 from rooftui.core.dtypes import bytes_per_element
 from rooftui.core.point import point_report
-from rooftui.sweeps.cli.options import DTYPE, Number, build_config, setup_options
+from rooftui.sweeps.cli.options import DTYPE, Number, build_config, json_text, setup_options
 
 
 @click.command()
@@ -52,9 +50,31 @@ def point(batch, context, prefill, prefill_context, tpot_budget, as_json, **setu
     for warning in report["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        click.echo(json_text(report, null_reasons(config)))
     else:
         click.echo(render_report(report))
+
+
+# ratios over the step's tokens: undefined when it has none
+PER_TOKEN = ("tokens_per_s", "tokens_per_s_per_gpu", "per_user_tokens_per_s", "intensity",
+             "parts.gemm.intensity", "parts.attention.intensity", "attention_share", "mfu",
+             "mbu", "energy_j_per_token", "cost_per_million_tokens")
+
+
+def null_reasons(config) -> dict[str, str]:
+    """Why a metric of `sweep point --json` can be null (those that are null say so)."""
+    reasons = {"prefill_tokens_per_s": "no prefill tokens in the step",
+               "throughput_ceiling_tokens_per_s": "no cached context: KV reads do not bound "
+                                                  "decode throughput",
+               "intensity_ceiling": "no cached context: the decode intensity grows without "
+                                    "bound with the batch",
+               "max_batch": "unbounded: a decode sequence at this context holds no KV",
+               "max_batch_for_tpot": "unbounded: every batch fits the TPOT budget",
+               "energy_j_per_token": "the GPU spec gives no tdp_w",
+               "cost_per_million_tokens": "no --price-per-gpu-hour given"}
+    if not config.batch and not config.prefill:
+        reasons.update(dict.fromkeys(PER_TOKEN, "no tokens in the step"))
+    return reasons
 
 
 def render_report(r: dict) -> str:
@@ -182,7 +202,7 @@ def gemm(rows, k, n, dtype, ridge, as_json):
                "bound": "compute" if gemm_intensity(m, k, n, width) > ridge else "memory"}
               for m in rows]
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(json_text(result))
         return
     click.echo(f"one ({k:,} x {n:,}) weight matmul in {dtype}, ridge {ridge:g} FLOP/B")
     for row in result:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -23,7 +22,7 @@ from rooftui.core.scheduler import (
     summarize,
 )
 from rooftui.core.workloads import Workload, load_workload
-from rooftui.sweeps.cli.options import Number, build_config, setup_options
+from rooftui.sweeps.cli.options import Number, build_config, json_text, setup_options
 from rooftui.sweeps.derive_workloads import read_trace_file
 
 DEFAULT_WORKLOAD = "sharegpt-8k"
@@ -180,7 +179,15 @@ def simulate_command(policy, max_batch, token_budget, workload, input_tokens, ou
     }
     if slo_ttft is not None or slo_tpot is not None:
         report["slo_ttft_s"], report["slo_tpot_s"] = slo_ttft, slo_tpot
-    click.echo(json.dumps(report, indent=2) if as_json else render(report))
+    click.echo(json_text(report, NULL_REASONS) if as_json else render(report))
+
+
+NULL_REASONS = {  # why a field of `sweep simulate --json` can be null
+    "token_budget": "no per-step token budget (continuous batching without --token-budget)",
+    "tpot_s": "no request has more than one output token",
+    "slo_ttft_s": "no --slo-ttft given",
+    "slo_tpot_s": "no --slo-tpot given",
+}
 
 
 def render(r: dict) -> str:

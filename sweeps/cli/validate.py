@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from rooftui.core.assumptions import load_profile
+from rooftui.sweeps.cli.options import json_text
 
 
 @click.command()
@@ -50,8 +50,8 @@ def validate(measured, profile, gpu, chart_path, markdown, as_json):
     table = results_table(results, profile)
     written = write_chart(results, chart_path) if chart_path else []
     if as_json:
-        click.echo(json.dumps({"datasets": table, "skipped": skipped,
-                               "chart": [str(p) for p in written]}, indent=2))
+        click.echo(json_text({"datasets": table, "skipped": skipped,
+                               "chart": [str(p) for p in written]}))
         return
     if markdown:
         click.echo(render_markdown(table, profile, skipped))
