@@ -804,7 +804,8 @@ def _statistics(values: np.ndarray, weights: np.ndarray | None = None) -> dict |
         weights = np.ones(values.size, np.int64)
     if values.size == 0 or weights.sum() == 0:
         return None
-    mean = float(np.dot(values, weights) / weights.sum())
+    # fsum, not np.dot: a BLAS dot sums in an order that changes with its thread count
+    mean = math.fsum(values * weights) / int(weights.sum())
     points = weighted_percentiles(values, weights, PERCENTILES)
     return {"mean": mean, **{f"p{q}": float(v) for q, v in zip(PERCENTILES, points, strict=True)}}
 

@@ -4,6 +4,9 @@ agreement with `sweep point`, one-line errors."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import polars as pl
 import pytest
@@ -49,6 +52,19 @@ def test_seeded_runs_repeat_and_seeds_differ():
     first = sweep_json(*args, "--seed", 3)
     assert first == sweep_json(*args, "--seed", 3)
     assert first != sweep_json(*args, "--seed", 4)
+
+
+def test_seeded_runs_are_identical_whatever_the_blas_threads():
+    """The statistics sum in a fixed order (no BLAS dot), so one BLAS thread or many give
+    the same bits; each run is a process of its own, its thread count set before numpy."""
+    args = [sys.executable, "-m", "rooftui.sweeps", "simulate", "-n", "4000", "--policy",
+            "chunked", "--arrival", "poisson:rate=40", "--seed", "7", "--json"]
+    single = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                     "MKL_NUM_THREADS")}
+    default = {k: v for k, v in os.environ.items() if k not in single}
+    outputs = [subprocess.run(args, capture_output=True, text=True, check=True,
+                              env=env).stdout for env in (default, {**default, **single})]
+    assert outputs[0] == outputs[1] and json.loads(outputs[0])["requests"] == 4000
 
 
 def test_table_has_units():
@@ -131,6 +147,11 @@ def test_occupancy_command():
     (("occupancy", "--batch", "4"), "give one of"),
     (("occupancy", "--output-tokens", "lognormal:median=5", "-b", "4"), "missing sigma"),
     (("occupancy", "--output-tokens", "exp:mean=5", "-b", "0"), "0"),
+    (("simulate", "--seed", "-1"), "'--seed': expected a whole number from 0 to 4,294,967,295"),
+    (("simulate", "--slo-ttft", "nan"), "'--slo-ttft'"),
+    (("simulate", "--arrival", "poisson:rate=inf"), "rate must be a number in (0,"),
+    (("simulate", "--input-tokens", "exp:mean=1e300", "--output-tokens", "fixed:4"),
+     "mean must be in (0, 1e+08]"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
     assert message in fails(capsys, *args)
