@@ -42,10 +42,17 @@ first axis most significant; a point's id is that number, so ids are dense, dete
 and need no table. A contiguous id range splits into a few rectangular `Block`s, each a
 sub-grid the vectorised core evaluates by broadcasting, without materialising the grid.
 
-The spec hash is the sha256 of `canonical()`: the expanded axes, the fixed values and the
-parsed GPU, model and profile files the grid names (editing a GPU's bandwidth changes the
-hash; reformatting the grid, its `description` or its `[charts]` do not). It does not cover
-the code: after upgrading rooftui, rerun with `--force`.
+The spec hash is the sha256 of `canonical()`: the expanded axes, the fixed values, the
+parsed GPU, model, profile and workload files the grid names, the sha256 of every data
+file it reads (traces, `empirical:PATH` length laws) and `MODEL_VERSION` (editing a GPU's
+bandwidth or a length file changes the hash; reformatting the grid, its `description` or
+its `[charts]` do not). An upgrade that changes a formula bumps `MODEL_VERSION`, so its
+results go to a folder of their own.
+
+Bounded before any work: a range's length is computed before it is expanded, and an axis
+of more than `MAX_AXIS_VALUES` values or a grid of more points than `limits.BOUNDS
+["points"]` is refused; every value is checked against its `limits.BOUNDS` entry (or its
+kind's range), so no NaN, infinity or overflow reaches the evaluators.
 """
 
 from __future__ import annotations
@@ -61,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from rooftui.core import spec_files
+from rooftui.core import limits, spec_files
 from rooftui.core.assumptions import ATTENTION_FLOPS, OVERLAPS
 from rooftui.core.dtypes import check_dtype
 from rooftui.core.errors import SpecError
@@ -78,12 +85,25 @@ ZIP_KEYS = {"axes"}
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 DEFAULT_GPU = "h100-sxm"  # as `sweep point`
 DEFAULT_MODEL = "llama-3-8b"
+# Bump when a formula of the core or of an evaluator changes what a point's row holds:
+# it is part of every spec hash, so results of the old formulas are never resumed into.
+MODEL_VERSION = 1
+MAX_AXIS_VALUES = 1 << 20  # values of one axis: ~40 MB as Python numbers
 
 # Value kinds: how a parameter's values are checked, and the type of its parquet column.
 STRING_KINDS = {"gpu", "model", "dtype", "choice", "workload", "distribution"}
 INTEGER_KINDS = {"count", "positive_count"}
 FLOAT_KINDS = {"fraction", "probability", "amount", "positive"}
 FLAG_KINDS = {"flag"}
+# the range of a numeric value whose name has no `limits.BOUNDS` entry
+KIND_BOUNDS = {
+    "count": limits.Bound(0, 10**9, integer=True),
+    "positive_count": limits.Bound(1, 10**9, integer=True),
+    "fraction": limits.Bound(0, 1, min_open=True),
+    "probability": limits.Bound(0, 1),
+    "amount": limits.Bound(0, 10**15),
+    "positive": limits.Bound(0, 10**15, min_open=True),
+}
 
 
 @dataclass(frozen=True)
@@ -348,6 +368,7 @@ class Grid:
             "dimensions": [[{"axis": a.name, "values": list(a.values)} for a in dim.axes]
                            for dim in self.dimensions],
             "specs": self.specs,
+            "model_version": MODEL_VERSION,
         }
 
     @cached_property
@@ -427,9 +448,17 @@ def parse_grid(text: str, path: Path) -> Grid:
                         "(group_size sets kv_heads = heads / group_size)")
 
     dimensions = _dimensions(axes, data.get("zip", []), where)
+    size = math.prod(dimension.size for dimension in dimensions)
+    if size > limits.BOUNDS["points"].maximum:
+        shape = " × ".join(f"{dimension.size:,}" for dimension in dimensions)
+        raise SpecError(f"{where}: the grid has {size:,} points ({shape}), more than "
+                        f"{limits.BOUNDS['points'].maximum:,}; use fewer or shorter axes")
     for dimension in dimensions:  # zipped axes may repeat a value, not a combination
+        combinations = list(zip(*(axis.values for axis in dimension.axes), strict=True))
+        if len(set(combinations)) == len(combinations):
+            continue
         seen = set()
-        for value in zip(*(axis.values for axis in dimension.axes), strict=True):
+        for value in combinations:
             if value in seen:
                 names = " and ".join(axis.name for axis in dimension.axes)
                 shown = value[0] if len(value) == 1 else value
@@ -459,15 +488,20 @@ def _axis_values(key: str, parameter: Parameter, spec: Any, where: str) -> tuple
     if isinstance(spec, dict):
         if parameter.kind not in INTEGER_KINDS | FLOAT_KINDS:
             raise SpecError(f"{where}: a range needs a numeric axis; list the values instead")
-        raw = _expand_range(parameter, spec, where)
-    elif isinstance(spec, list):
-        raw = spec
-    else:
+        values = _expand_range(parameter, spec, where)
+        # a range is monotone: its ends in range put every value in range
+        for value in (values[0], values[-1]):
+            _check_value(key, parameter, value, where)
+        return tuple(values)
+    if not isinstance(spec, list):
         raise SpecError(f"{where}: expected a list of values or a range table "
                         "{ start, stop, scale, step | num }")
-    if not raw:
+    if not spec:
         raise SpecError(f"{where}: the axis is empty; give at least one value")
-    return tuple(_check_value(key, parameter, value, where) for value in raw)
+    if len(spec) > MAX_AXIS_VALUES:
+        raise SpecError(f"{where}: {len(spec):,} values, more than the {MAX_AXIS_VALUES:,} "
+                        "an axis may hold")
+    return tuple(_check_value(key, parameter, value, where) for value in spec)
 
 
 def _expand_range(parameter: Parameter, spec: dict, where: str) -> list:
@@ -490,19 +524,29 @@ def _expand_range(parameter: Parameter, spec: dict, where: str) -> list:
                 raise SpecError(f"{where}: a log2 range doubles from start to stop; "
                                 f"drop {key!r}")
         count = math.floor(math.log2(stop / start) + 1e-9) + 1
-        values = start * 2.0 ** np.arange(count)
     elif scale == "geometric":
         if "num" not in spec or "step" in spec:
             raise SpecError(f"{where}: a geometric range needs 'num' (points from start to "
                             "stop), not 'step'")
-        values = np.geomspace(start, stop, num)
+        count = num
     elif "num" in spec:
         if "step" in spec:
             raise SpecError(f"{where}: give 'step' or 'num', not both")
-        values = np.linspace(start, stop, num)
+        count = num
     else:
         step = spec_files.number(spec, "step", where, default=1.0, strict=True)
         count = math.floor((stop - start) / step + 1e-9) + 1
+    if count > MAX_AXIS_VALUES:  # counted before anything is materialised
+        raise SpecError(f"{where}: the range gives {count:,} values, more than the "
+                        f"{MAX_AXIS_VALUES:,} an axis may hold; use a larger step, fewer "
+                        "points (num) or a log2 scale")
+    if scale == "log2":
+        values = start * 2.0 ** np.arange(count)
+    elif scale == "geometric":
+        values = np.geomspace(start, stop, num)
+    elif "num" in spec:
+        values = np.linspace(start, stop, num)
+    else:
         values = start + step * np.arange(count)
     if parameter.kind in INTEGER_KINDS:
         rounded = np.rint(values)
@@ -512,8 +556,8 @@ def _expand_range(parameter: Parameter, spec: dict, where: str) -> list:
         if len(np.unique(rounded)) < len(rounded):
             raise SpecError(f"{where}: rounded to whole numbers the range repeats values; "
                             "use fewer points (num) or a wider range")
-        return [int(v) for v in rounded]
-    return [float(v) for v in values]
+        return rounded.astype(np.int64).tolist()
+    return values.tolist()
 
 
 def _check_value(key: str, parameter: Parameter, value: Any, where: str) -> Any:
@@ -535,24 +579,12 @@ def _check_value(key: str, parameter: Parameter, value: Any, where: str) -> Any:
         if not isinstance(value, bool):
             raise SpecError(f"{where}: expected true or false, got {value!r}")
         return value
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise SpecError(f"{where}: expected a number, got {value!r}")
-    if kind in INTEGER_KINDS:
-        if value != int(value):
-            raise SpecError(f"{where}: expected a whole number, got {value!r}")
-        minimum = 1 if kind == "positive_count" else 0
-        if value < minimum:
-            raise SpecError(f"{where}: expected a whole number >= {minimum}, got {value!r}")
-        return int(value)
-    if kind == "fraction" and not 0 < value <= 1:
-        raise SpecError(f"{where}: expected a fraction in (0, 1], got {value!r}")
-    if kind == "probability" and not 0 <= value <= 1:
-        raise SpecError(f"{where}: expected a probability in [0, 1], got {value!r}")
-    if kind == "positive" and value <= 0:
-        raise SpecError(f"{where}: expected a number > 0, got {value!r}")
-    if kind == "amount" and value < 0:
-        raise SpecError(f"{where}: expected a number >= 0, got {value!r}")
-    return float(value)
+    bound, of_kind = limits.BOUNDS.get(key), KIND_BOUNDS[kind]
+    if bound is None or bound.integer != of_kind.integer:
+        bound = of_kind
+    elif of_kind.minimum < bound.minimum:  # a simulation's token_budget 0: the default
+        bound = replace(bound, minimum=of_kind.minimum, min_open=of_kind.min_open)
+    return bound.check(value, key, where)
 
 
 def _dimensions(axes: dict[str, Axis], zips: Any, where: str) -> tuple[Dimension, ...]:
@@ -610,16 +642,30 @@ def _with_specs(grid: Grid, where: str) -> Grid:
         specs["workloads"] = {name: _workload_document(grid.workload_path(name),
                                                        f"{where} workload")
                               for name in grid.values_of("workload")}
+    # the length laws that read a file (`empirical:PATH`, as `sweep simulate` reads it)
+    laws = [(name, law) for name, parameter in grid.parameters.items()
+            if parameter.kind == "distribution" for law in grid.values_of(name)
+            if law.strip().startswith("empirical:")]
+    if laws:
+        specs["length_files"] = {law: _file_digest(law.split(":", 1)[1].strip(),
+                                                   f"{where} {name}")
+                                 for name, law in laws}
     return replace(grid, specs=specs)
 
 
 def _workload_document(path: str, where: str) -> Any:
     """A preset's parsed TOML, or a trace file's sha256 (its rows decide the points)."""
+    if path.lower().endswith(TRACE_SUFFIXES):
+        return _file_digest(path, where)
     try:
-        if path.lower().endswith(TRACE_SUFFIXES):
-            return {"sha256": hashlib.sha256(Path(path).expanduser().read_bytes()).hexdigest()}
         return spec_files.read_document(spec_files.resolve("workloads", path))
-    except OSError as error:
-        raise SpecError(f"{where}: cannot read {path}: {error.strerror or error}") from None
     except SpecError as error:
         raise SpecError(f"{where}: {error}") from None
+
+
+def _file_digest(path: str, where: str) -> dict[str, str]:
+    try:
+        with open(Path(path).expanduser(), "rb") as file:
+            return {"sha256": hashlib.file_digest(file, "sha256").hexdigest()}
+    except OSError as error:
+        raise SpecError(f"{where}: cannot read {path}: {error.strerror or error}") from None

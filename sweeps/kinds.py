@@ -71,6 +71,9 @@ from rooftui.sweeps.optimize import (
 # Points per parquet file: a simulation takes 0.05-1 s, an optimize point (a dozen of them)
 # 1-10 s; shards of a few minutes at most, so that a killed run loses little.
 SHARD_POINTS = {"simulate": (16, 256), "optimize": (1, 16)}
+# Each point is checked when the grid is loaded (~5 µs) and takes 0.05-10 s to evaluate:
+# a million is days of work on one core, more is refused before the check loops over it.
+MAX_POINTS = 10**6
 SETUP_KEYS = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "tp",
               *ASSUMPTION_OVERRIDES)
 WORKLOAD_KEYS = ("workload", "input_tokens", "output_tokens")
@@ -111,6 +114,10 @@ class PointwiseSweep:
         self.grid = grid
         self.parameters = grid.parameters
         where = str(grid.path)
+        if grid.size > MAX_POINTS:
+            raise SpecError(f"{where}: a {grid.kind} grid of {grid.size:,} points is more "
+                            f"than the {MAX_POINTS:,} a run can check and evaluate one at a "
+                            "time; use fewer or shorter axes")
         profile = load_profile(grid.catalog_path(grid.profile)) if grid.profile else Assumptions()
         self.profile = profile
         self.gpus = {name: load_gpu(grid.catalog_path(name)) for name in grid.values_of("gpu")}

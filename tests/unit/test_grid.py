@@ -98,7 +98,7 @@ def test_float_ranges():
     ('name = "x"\n[axes]\nbatchh = [1]\n', ["[axes]", "'batchh'", "did you mean 'batch'"]),
     ('name = "x"\n[fixed]\ncontxt = 1\n', ["[fixed]", "'contxt'"]),
     ('name = "x"\n[axes]\nbatch = []\n', ["batch", "empty"]),
-    ('name = "x"\n[axes]\nbatch = [1, -2]\n', ["batch", ">= 0"]),
+    ('name = "x"\n[axes]\nbatch = [1, -2]\n', ["batch", "from 0 to", "got -2"]),
     ('name = "x"\n[axes]\nbatch = [1.5]\n', ["batch", "whole number"]),
     ('name = "x"\n[axes]\nbatch = [1, 1]\n', ["batch", "twice"]),
     ('name = "x"\n[axes]\nmfu = [0.5, 1.5]\n', ["mfu", "(0, 1]"]),
