@@ -47,7 +47,6 @@ module stays light for the CLI and the TUI.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rooftui.core.errors import SpecError
+from rooftui.sweeps.output_files import atomic_path
 
 if TYPE_CHECKING:
     import altair as alt
@@ -1087,25 +1087,24 @@ KIND_CHARTS = {"step": DEFAULT_CHARTS,  # what a grid of each kind renders by de
 
 # --- files --------------------------------------------------------------------------------
 
+def chart_paths(stem: Path, *, png: bool = False, svg: bool = False) -> list[Path]:
+    """The files `save_chart` writes for `stem`."""
+    return [stem.with_name(f"{stem.name}.{extension}")
+            for extension, wanted in (("html", True), ("png", png), ("svg", svg)) if wanted]
+
+
 def save_chart(chart: alt.TopLevelMixin, stem: Path, *, png: bool = False,
                svg: bool = False) -> list[Path]:
     """Write `stem`.html (self-contained, offline) and optionally .png and .svg; each file
-    goes to a temporary name first and is renamed into place, so none is ever half-written."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    outputs = [("html", {"inline": True, "embed_options": EMBED_OPTIONS})]
-    if png:
-        outputs.append(("png", {"scale_factor": PNG_SCALE}))
-    if svg:
-        outputs.append(("svg", {}))
+    goes to a temporary name first and is renamed into place (`atomic_path`), so none is
+    ever half-written and a file-system failure is one line naming the file."""
+    options = {"html": {"inline": True, "embed_options": EMBED_OPTIONS},
+               "png": {"scale_factor": PNG_SCALE}, "svg": {}}
     written = []
-    for extension, options in outputs:
-        path = stem.with_name(f"{stem.name}.{extension}")
-        temporary = path.with_name(f".{path.name}.tmp")
-        try:
-            chart.save(temporary, format=extension, **options)
-            os.replace(temporary, path)
-        finally:
-            temporary.unlink(missing_ok=True)
+    for path in chart_paths(stem, png=png, svg=svg):
+        extension = path.suffix.removeprefix(".")
+        with atomic_path(path) as temporary:
+            chart.save(temporary, format=extension, **options[extension])
         written.append(path)
     return written
 
@@ -1178,31 +1177,77 @@ def declared_axes(manifest: dict) -> list[dict[str, list]] | None:
             for dimension in dimensions if isinstance(dimension, list)]
 
 
-def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = None, *,
-                  only: Sequence[str] | None = None, png: bool = False,
-                  svg: bool = False) -> list[Path]:
-    """Render a result directory's charts into `out_dir/charts/`; return the files written.
+def _chart_plan(result_dir: Path, names, only, png: bool, svg: bool):
+    """(manifest, settings, {chart name: its files}) of a render."""
+    from rooftui.sweeps.results import read_manifest
 
-    `names`: chart names, or a whole `[charts]` table; default: the manifest's `[charts]`
-    (else `DEFAULT_CHARTS`). `only` renders just those (any catalogue name). PNG and SVG
-    when asked here or in `[charts]`.
-    """
-    from rooftui.sweeps.results import read_manifest, scan_results
-
-    result_dir = Path(out_dir)
     manifest = read_manifest(result_dir)
-    frame = scan_results(result_dir)
+    if not isinstance(manifest, dict):
+        raise SpecError(f"{result_dir}: manifest.json is not an object of keys")
     table = manifest.get("charts") if names is None or not isinstance(names, Mapping) else names
-    settings = chart_settings(dict(table or {}), f"{result_dir}: [charts]",
-                              kind=manifest.get("kind", "step"))
+    settings = chart_settings(dict(table or {}) if isinstance(table, dict) else table,
+                              f"{result_dir}: [charts]", kind=manifest.get("kind", "step"))
     if names is not None and not isinstance(names, Mapping):
         settings = replace(settings, names=tuple(names))
     selected = list(only or settings.names)
     check_chart_names(selected)
+    files = {name: chart_paths(result_dir / "charts" / name, png=png or settings.png,
+                               svg=svg or settings.svg) for name in dict.fromkeys(selected)}
+    return manifest, settings, files
+
+
+def stale_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = None
+                 ) -> list[str]:
+    """The charts `render_charts(out_dir, names)` would write whose files are missing or
+    older than the newest shard: what a rerun renders (a kill during rendering, or data
+    recomputed since, leaves them so)."""
+    result_dir = Path(out_dir)
+    return _stale(result_dir, _chart_plan(result_dir, names, None, False, False)[2])
+
+
+def _stale(result_dir: Path, files: Mapping[str, list[Path]]) -> list[str]:
+    def modified(path: Path) -> int | None:
+        try:
+            return path.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    newest = max(filter(None, map(modified, (result_dir / "points").glob("shard-*.parquet"))),
+                 default=0)
+    return [name for name, paths in files.items()
+            if not all((modified(path) or -1) >= newest for path in paths)]
+
+
+def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = None, *,
+                  only: Sequence[str] | None = None, png: bool = False,
+                  svg: bool = False, stale_only: bool = False) -> list[Path]:
+    """Render a result directory's charts into `out_dir/charts/`; return the files written.
+
+    `names`: chart names, or a whole `[charts]` table; default: the manifest's `[charts]`
+    (else `DEFAULT_CHARTS`). `only` renders just those (any catalogue name). PNG and SVG
+    when asked here or in `[charts]`. `stale_only`: only those `stale_charts` names.
+    One process renders a folder's charts at a time (its charts claim), and it clears
+    the temporary files a killed renderer left.
+    """
+    from rooftui.sweeps.output_files import make_folder
+    from rooftui.sweeps.results import scan_results
+    from rooftui.sweeps.shard_files import CHARTS_CLAIM, claim
+
+    result_dir = Path(out_dir)
+    manifest, settings, files = _chart_plan(result_dir, names, only, png, svg)
+    frame = scan_results(result_dir)
+    charts_dir = make_folder(result_dir / "charts")
     axes = declared_axes(manifest)
     written = []
-    for name in dict.fromkeys(selected):
-        chart = CHARTS[name](frame, fixed=settings.fixed, axes=axes)
-        written += save_chart(chart, result_dir / "charts" / name,
-                              png=png or settings.png, svg=svg or settings.svg)
+    with claim(result_dir / "points", CHARTS_CLAIM):
+        for leftover in charts_dir.glob(".*.tmp-*"):
+            leftover.unlink(missing_ok=True)
+        stale = set(_stale(result_dir, files) if stale_only else files)
+        for name, paths in files.items():
+            if name not in stale:
+                continue
+            chart = CHARTS[name](frame, fixed=settings.fixed, axes=axes)
+            extensions = {path.suffix for path in paths}
+            written += save_chart(chart, charts_dir / name, png=".png" in extensions,
+                                  svg=".svg" in extensions)
     return written

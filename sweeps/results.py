@@ -75,15 +75,24 @@ with the operations the core uses (`with_derived`), so their values are identica
 `sweep point`'s. Tokens per second and MFU differ at every point and barely compress:
 not storing them halves the bytes per row and takes a quarter off the write. Read a
 sweep with `scan_results`; a reader of the raw files computes these itself.
+
+Only shards that prove themselves are read: a checksum that matches the file's bytes and
+a footer naming the manifest's spec (see `shard_files`). The others (damaged, foreign,
+left uncommitted by a killed writer) are skipped with a `SkippedShardsWarning` that
+names them; the next `sweep run` recomputes them.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooftui.core.errors import SpecError
+from rooftui.core.limits import BOUNDS, Bound, check
+from rooftui.sweeps.shard_files import REASONS, shard_state
 
 if TYPE_CHECKING:
     import polars as pl
@@ -91,6 +100,17 @@ if TYPE_CHECKING:
 MANIFEST = "manifest.json"
 POINTS = "points"
 SHARDS = "shard-*.parquet"
+SHARD_NAME = re.compile(r"shard-(\d{6,})\.parquet")
+SPEC_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+class SkippedShardsWarning(UserWarning):
+    """Shard files `scan_results` left out; `shards` maps each index to why (a key of
+    `shard_files.REASONS`)."""
+
+    def __init__(self, message: str, shards: dict[int, str]) -> None:
+        super().__init__(message)
+        self.shards = shards
 
 
 def read_manifest(out_dir: str | Path) -> dict[str, Any]:
@@ -104,20 +124,94 @@ def read_manifest(out_dir: str | Path) -> dict[str, Any]:
         raise SpecError(f"{path}: cannot read the manifest: {error}") from None
 
 
+def read_run_manifest(out_dir: str | Path) -> dict[str, Any]:
+    """The manifest with the keys that decide which shards exist and belong checked
+    (a hand-edited or damaged manifest is one line, never a crash or an endless loop)."""
+    manifest = read_manifest(out_dir)
+    where = str(Path(out_dir) / MANIFEST)
+    if not isinstance(manifest, dict):
+        raise SpecError(f"{where}: expected an object of keys, got {type(manifest).__name__}")
+    for key in ("name", "spec_hash", "points", "rows", "shard_size"):
+        if key not in manifest:
+            raise SpecError(f"{where}: missing key {key!r}")
+    if not isinstance(manifest["name"], str):
+        raise SpecError(f"{where}: key 'name' must be a string")
+    if not isinstance(manifest["spec_hash"], str) or not SPEC_HASH.fullmatch(
+            manifest["spec_hash"]):
+        raise SpecError(f"{where}: key 'spec_hash' must be 64 hex digits")
+    points = check("points", manifest["points"], where)
+    rows = Bound(0, BOUNDS["points"].maximum, integer=True).check(manifest["rows"], "rows",
+                                                                   where)
+    if rows > points:
+        raise SpecError(f"{where}: key 'rows' ({rows:,}) exceeds 'points' ({points:,})")
+    for key in ("started_at", "finished_at"):
+        if not isinstance(manifest.get(key), str | None):
+            raise SpecError(f"{where}: key {key!r} must be a time or null")
+    return {**manifest, "points": points, "rows": rows,
+            "shard_size": check("shard_size", manifest["shard_size"], where),
+            "started_at": manifest.get("started_at"),
+            "finished_at": manifest.get("finished_at")}
+
+
+def shard_indices(points_dir: str | Path) -> set[int]:
+    """The indices of the shard files in a folder (one listing: a grid's shard count
+    may be far larger than the files present)."""
+    try:
+        names = [entry.name for entry in Path(points_dir).iterdir()]
+    except FileNotFoundError:
+        return set()
+    except OSError as error:
+        from rooftui.sweeps.output_files import file_error
+
+        raise file_error(error, points_dir, "read") from None
+    return {int(match[1]) for match in map(SHARD_NAME.fullmatch, names) if match}
+
+
+def skipped_note(points_dir: Path, shards: dict[int, str], then: str) -> str:
+    """One line naming shard files that are not results and why, e.g. 'out/points:
+    shard 3 is damaged: its bytes do not match its checksum; recomputing'."""
+    by_reason: dict[str, list[int]] = {}
+    for index, state in sorted(shards.items()):
+        by_reason.setdefault(state, []).append(index)
+    parts = []
+    for state, indices in by_reason.items():
+        shown = ", ".join(map(str, indices[:10])) + (" ..." if len(indices) > 10 else "")
+        noun = "shard" if len(indices) == 1 else f"{len(indices):,} shards"
+        parts.append(f"{noun} {shown} {'is' if len(indices) == 1 else 'are'} "
+                     f"{REASONS[state]}")
+    return f"{points_dir}: " + "; ".join(parts) + f"; {then}"
+
+
 def scan_results(out_dir: str | Path) -> pl.LazyFrame:
     """Every point written so far, lazily: filters and column selections read only what
-    they need. Complete shards only (partial writes are hidden files). The derived
-    metrics are added, and the columns put in the manifest's order when it is there."""
+    they need. Committed shards of the manifest's spec only, each checksum verified
+    (once per process for an unchanged file); the others are named in a
+    `SkippedShardsWarning`. The derived metrics are added, and the columns put in the
+    manifest's order."""
     import polars as pl
 
     points = Path(out_dir) / POINTS
-    if not any(points.glob(SHARDS)):
+    indices = sorted(shard_indices(points))
+    if not indices:
         raise SpecError(f"{out_dir}: no results in {POINTS}/ (run `sweep run GRID` first)")
-    frame = with_derived(pl.scan_parquet(points / SHARDS))
-    try:
-        order = list(read_manifest(out_dir).get("columns", ()))
-    except SpecError:  # a run still writing its first manifest
-        return frame
+    manifest = read_run_manifest(out_dir)
+    paths, skipped = [], {}
+    for index in indices:
+        path = points / f"shard-{index:06d}.parquet"
+        state, _ = shard_state(path, manifest["spec_hash"], index)
+        if state == "complete":
+            paths.append(path)
+        elif state != "missing":  # "missing": removed since the listing
+            skipped[index] = state
+    if skipped:
+        warnings.warn(SkippedShardsWarning(skipped_note(points, skipped, "left out"),
+                                           skipped), stacklevel=2)
+    if not paths:
+        raise SpecError(f"{out_dir}: no complete shard of the manifest's spec in "
+                        f"{POINTS}/ (run `sweep run GRID` to recompute them)")
+    frame = with_derived(pl.scan_parquet(paths))
+    columns = manifest.get("columns")
+    order = list(columns) if isinstance(columns, dict) else []
     present = frame.collect_schema().names()
     if sorted(order) != sorted(present):  # a manifest of other columns: keep the files'
         return frame

@@ -6,13 +6,17 @@ Layout of an output folder (the contract the charts and the TUI read):
     <out>/points/shard-<index:06d>.parquet   point ids [index * shard_size, ...) in order
     <out>/charts/                            filled by `sweep chart` / the charts module
 
+    <out>/points/shard-<index:06d>.parquet.sha256, .claims   see `shard_files`
+
 A shard is written to a hidden temporary file (`.shard-<index>.parquet.tmp-<pid>`) and
-renamed into place, so a reader or a rerun never sees a partial shard under a shard's
-name, whenever the process dies. A shard counts as complete when its parquet footer reads,
-its key-value metadata carries this spec's hash and the shard's id range, and its row count
-and columns are the expected ones; a rerun recomputes the rest (`--force`: everything it
-covers). Workers (local processes or Dask) write their shards themselves: only a row count
-travels back.
+renamed into place, then its checksum is committed beside it, so a reader or a rerun never
+sees a partial shard under a shard's name, whenever the process dies. A shard counts as
+complete when its checksum matches its bytes, its parquet footer carries this spec's hash
+and the shard's id range, and its row count and columns are the expected ones; a rerun
+recomputes the rest (`--force`: everything it covers). Workers (local processes or Dask)
+claim and write their shards themselves: only a status travels back. A shard another
+process holds is left to it and waited for at the end, so concurrent runs on one folder
+compute each shard once.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import metadata
@@ -38,14 +43,29 @@ import numpy as np
 
 from rooftui.core.errors import SpecError
 from rooftui.sweeps.evaluate import EVALUATION_POINTS, Sweep
-from rooftui.sweeps.grid import Grid, parse_grid
+from rooftui.sweeps.grid import MODEL_VERSION, Grid, parse_grid
 from rooftui.sweeps.kinds import evaluator_for, shard_bounds
-from rooftui.sweeps.results import MANIFEST, POINTS, read_manifest
+from rooftui.sweeps.output_files import file_error, make_folder, write_text_atomic
+from rooftui.sweeps.results import (
+    MANIFEST,
+    POINTS,
+    read_run_manifest,
+    shard_indices,
+    skipped_note,
+)
+from rooftui.sweeps.shard_files import (
+    FORMAT,
+    MANIFEST_CLAIM,
+    META,
+    HashingFile,
+    checksum_path,
+    claim,
+    remove_shard,
+    remove_temporaries,
+    shard_state,
+    write_checksum,
+)
 
-# 2: step grids leave the ratios out of the files (`results.is_derived`); a shard of
-# format 1 is recomputed on a rerun
-FORMAT = "rooftui-sweep/2"
-META = "rooftui."  # prefix of the parquet key-value metadata
 # Encoding dominates the run: lz4 writes ~2x faster than zstd level 1 for files ~30 %
 # larger (53 vs 41 B per row on specs/grid.toml). Statistics (for row-group skipping when
 # filtering) only on the numeric inputs, which is what readers filter on; on every column
@@ -180,14 +200,17 @@ class ShardWriter:
 def write_shard(sweep: Sweep, out_dir: Path, layout: Layout, index: int,
                 environment: dict[str, Any], on_points: Callable[[int], None] | None = None
                 ) -> int:
-    """Evaluate shard `index` and write it atomically; return its row count."""
+    """Evaluate shard `index`, write it atomically and commit its checksum; return its
+    row count. The caller holds the shard's claim."""
     kv = shard_metadata(sweep, layout, index, environment)
     final = shard_path(out_dir, index)
     temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     rows = 0
     try:
+        checksum_path(final).unlink(missing_ok=True)  # incomplete until rewritten
         with open(temporary, "wb") as file:
-            writer = ShardWriter(file, sweep, kv)
+            sink = HashingFile(file)
+            writer = ShardWriter(sink, sweep, kv)
             for columns, points in sweep.row_groups(*layout.range(index)):
                 writer.write(columns)
                 rows += len(columns["point_id"])
@@ -197,44 +220,58 @@ def write_shard(sweep: Sweep, out_dir: Path, layout: Layout, index: int,
         if str(rows) != kv[META + "rows"]:
             raise AssertionError(f"shard {index}: wrote {rows} rows, expected {kv[META + 'rows']}")
         os.replace(temporary, final)
+    except OSError as error:  # full, read-only, gone: one line, nothing half-written
+        _remove_quietly(temporary)
+        raise file_error(error, final) from None
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        _remove_quietly(temporary)
         raise
+    write_checksum(final, sink.digest.hexdigest())
     return rows
 
 
-def read_footer(path: Path) -> dict[str, Any] | None:
-    """A shard's key-value metadata, row count and column names; None if unreadable."""
-    import pyarrow.parquet as pq
-
-    try:
-        footer = pq.read_metadata(path)
-    except (OSError, ValueError):  # missing, truncated, not parquet (ArrowInvalid)
-        return None
-    kv = {key.decode(): value.decode() for key, value in (footer.metadata or {}).items()}
-    return {"kv": kv, "rows": footer.num_rows, "columns": footer.schema.names}
+def _remove_quietly(path: Path) -> None:
+    with suppress(OSError):  # the folder went read-only or away: nothing more to clean
+        path.unlink(missing_ok=True)
 
 
-def footer_matches(footer: dict[str, Any] | None, spec_hash: str, layout: Layout,
-                   index: int) -> bool:
-    """The footer belongs to this spec and this shard, and holds the rows it says."""
-    if footer is None:
-        return False
+def shard_check(sweep: Sweep, out_dir: Path, layout: Layout, index: int,
+                verify: bool = True) -> str:
+    """"complete", "missing" or why not (a key of `shard_files.REASONS`): the checksum,
+    then the footer's spec, id range, row count and columns (`verify`: hash the bytes;
+    else a recorded checksum is enough, for counting others' shards cheaply)."""
+    state, footer = shard_state(shard_path(out_dir, index), sweep.grid.spec_hash, index,
+                                verify=verify)
+    if state != "complete":
+        return state
     kv = footer["kv"]
     start, stop = layout.range(index)
-    return (kv.get(META + "format") == FORMAT and kv.get(META + "spec_hash") == spec_hash
-            and kv.get(META + "shard") == str(index)
-            and kv.get(META + "first_point_id") == str(start)
+    ours = (kv.get(META + "first_point_id") == str(start)
             and kv.get(META + "end_point_id") == str(stop)
-            and kv.get(META + "rows") == str(footer["rows"]))
+            and footer["rows"] == stop - start - sweep.unsupported_points(start, stop)
+            and footer["columns"] == list(sweep.column_types))
+    return "complete" if ours else "foreign"
 
 
 def shard_is_complete(sweep: Sweep, out_dir: Path, layout: Layout, index: int) -> bool:
-    footer = read_footer(shard_path(out_dir, index))
-    start, stop = layout.range(index)
-    return (footer_matches(footer, sweep.grid.spec_hash, layout, index)
-            and footer["rows"] == stop - start - sweep.unsupported_points(start, stop)
-            and footer["columns"] == list(sweep.column_types))
+    return shard_check(sweep, out_dir, layout, index) == "complete"
+
+
+def claim_and_write(sweep: Sweep, out_dir: Path, layout: Layout, index: int,
+                    environment: dict[str, Any], *, wait: bool, keep_complete: bool,
+                    on_points: Callable[[int], None] | None = None) -> str:
+    """Write shard `index` under its claim: "written"; "complete" when, once claimed, it
+    is complete and `keep_complete` (another process wrote it meanwhile); "busy" when
+    another process holds it and not `wait`."""
+    points_dir = Path(out_dir) / POINTS
+    with claim(points_dir, index, wait) as held:
+        if not held:
+            return "busy"
+        if keep_complete and shard_is_complete(sweep, out_dir, layout, index):
+            return "complete"
+        remove_temporaries(points_dir, index)
+        write_shard(sweep, out_dir, layout, index, environment, on_points)
+    return "written"
 
 
 # --- workers -----------------------------------------------------------------------------
@@ -248,6 +285,8 @@ class ShardTask:
     shard_size: int
     index: int
     environment: dict[str, Any]
+    wait: bool = False  # for the shard's claim (the second round: shards others held)
+    keep_complete: bool = True  # False under --force (first round)
 
 
 @lru_cache(maxsize=4)
@@ -255,20 +294,28 @@ def _sweep_from(spec_text: str, spec_path: str) -> Sweep:
     return evaluator_for(parse_grid(spec_text, Path(spec_path)))
 
 
-def compute_shard(task: ShardTask) -> tuple[int, int]:
-    """Run in a worker: evaluate and write one shard; return (index, rows)."""
+def compute_shard(task: ShardTask) -> tuple[int, str]:
+    """Run in a worker: claim, evaluate and write one shard; (index, `claim_and_write`'s
+    word)."""
     sweep = _sweep_from(task.spec_text, task.spec_path)
     layout = Layout(sweep.grid.size, task.shard_size)
-    rows = write_shard(sweep, Path(task.out_dir), layout, task.index, task.environment)
-    return task.index, rows
+    return task.index, claim_and_write(sweep, Path(task.out_dir), layout, task.index,
+                                       task.environment, wait=task.wait,
+                                       keep_complete=task.keep_complete)
 
 
-def _run_inline(sweep, layout, out_dir, todo, environment, progress) -> None:
-    for index in todo:
-        write_shard(sweep, out_dir, layout, index, environment, progress.advance)
+def _run_inline(sweep, layout, tasks, progress) -> dict[int, str]:
+    done = {}
+    for task in tasks:
+        done[task.index] = claim_and_write(
+            sweep, Path(task.out_dir), layout, task.index, task.environment, wait=task.wait,
+            keep_complete=task.keep_complete, on_points=progress.advance)
+        if done[task.index] == "complete":  # written by another process
+            progress.advance(_points(layout, task.index))
+    return done
 
 
-def _run_processes(tasks: list[ShardTask], layout, workers, progress) -> None:
+def _run_processes(tasks: list[ShardTask], layout, workers, progress) -> dict[int, str]:
     import multiprocessing
 
     # Linux: fork, so a worker starts with the modules and the sweep already loaded (a
@@ -281,16 +328,19 @@ def _run_processes(tasks: list[ShardTask], layout, workers, progress) -> None:
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
                              mp_context=multiprocessing.get_context(method)) as pool:
         futures = [pool.submit(compute_shard, task) for task in tasks]
+        done = {}
         try:
             for future in as_completed(futures):
-                index, _ = future.result()
-                progress.advance(_points(layout, index))
+                index, done[index] = future.result()
+                if done[index] != "busy":
+                    progress.advance(_points(layout, index))
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+    return done
 
 
-def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress) -> None:
+def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress) -> dict[int, str]:
     try:
         from dask.distributed import Client, LocalCluster
         from dask.distributed import as_completed as dask_completed
@@ -303,15 +353,18 @@ def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress) -> N
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                processes=workers > 1, dashboard_address=None)
         client = Client(cluster)
+    done = {}
     try:
         futures = client.map(compute_shard, tasks, pure=False)
         for future in dask_completed(futures):
-            index, _ = future.result()
-            progress.advance(_points(layout, index))
+            index, done[index] = future.result()
+            if done[index] != "busy":
+                progress.advance(_points(layout, index))
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+    return done
 
 
 def _points(layout: Layout, index: int) -> int:
@@ -333,29 +386,31 @@ class RunOptions:
 
 
 def prepare_out_dir(grid: Grid, options: RunOptions) -> tuple[Path, Layout, dict | None]:
-    """The output folder and shard layout; refuses to mix with another spec's results."""
+    """The output folder and shard layout; refuses to mix with another spec's results or
+    to guess past a damaged manifest (`--force` replaces either)."""
     out_dir = Path(options.out_dir) if options.out_dir else default_out_dir(grid)
     previous = None
-    if (out_dir / MANIFEST).is_file():
+    if (out_dir / MANIFEST).exists():
         try:
-            previous = read_manifest(out_dir)
-        except SpecError:
-            previous = None  # unreadable: the shards' own metadata still decide
+            previous = read_run_manifest(out_dir)
+        except SpecError as error:
+            if not options.force:
+                raise SpecError(f"{error}; remove it, or --force to start over") from None
     elif out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / POINTS).is_dir():
         raise SpecError(f"{out_dir} exists and is not a sweep output folder; choose a new "
                         "or empty folder with --out")
-    same_spec = previous is not None and previous.get("spec_hash") == grid.spec_hash
+    same_spec = previous is not None and previous["spec_hash"] == grid.spec_hash
     if previous is not None and not same_spec and not options.force:
         raise SpecError(
-            f"{out_dir} holds results of another spec ({previous.get('name')}, hash "
-            f"{str(previous.get('spec_hash'))[:12]}); choose another --out, or --force to "
-            "replace them")
-    shard_size = options.shard_size or (same_spec and previous.get("shard_size")) \
+            f"{out_dir} holds results of another spec ({previous['name']}, hash "
+            f"{previous['spec_hash'][:12]}); choose another --out, or --force to replace "
+            "them")
+    shard_size = options.shard_size or (same_spec and previous["shard_size"]) \
         or default_shard_size(grid.size, grid.kind, unit=(
             grid.block_unit(EVALUATION_POINTS) if grid.kind == "step" else 1))
-    if same_spec and previous.get("shard_size") != shard_size and not options.force:
+    if same_spec and previous["shard_size"] != shard_size and not options.force:
         raise SpecError(
-            f"{out_dir} was written with --shard-size {previous.get('shard_size')}; pass that "
+            f"{out_dir} was written with --shard-size {previous['shard_size']}; pass that "
             "to resume, or --force to start over")
     return out_dir, Layout(grid.size, shard_size), (previous if same_spec else None)
 
@@ -365,44 +420,59 @@ def run_sweep(sweep: Sweep, options: RunOptions, progress: Progress) -> dict[str
     started = time.perf_counter()
     grid = sweep.grid
     out_dir, layout, previous = prepare_out_dir(grid, options)
-    points_dir = out_dir / POINTS
-    if options.force and options.part is None and points_dir.is_dir():
-        for stale in points_dir.glob("shard-*.parquet"):
-            stale.unlink()
-    points_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "charts").mkdir(exist_ok=True)
+    points_dir = make_folder(out_dir / POINTS)
+    make_folder(out_dir / "charts")
+    existing = shard_indices(points_dir)
+    if options.force and options.part is None:  # files of a layout with more shards
+        for index in (i for i in existing if i >= layout.shards):
+            with claim(points_dir, index):
+                remove_shard(shard_path(out_dir, index))
 
     environment = describe_environment()
     started_at = (previous or {}).get("started_at") or _now()
-    write_manifest(out_dir, build_manifest(sweep, layout, environment, started_at, None, 0))
+    counted = (previous or {}).get("shards_done")  # until this run counts them again
+    with claim(points_dir, MANIFEST_CLAIM):
+        write_manifest(out_dir, build_manifest(
+            sweep, layout, environment, started_at, None,
+            counted if isinstance(counted, int) and 0 <= counted <= layout.shards else 0))
 
     mine = layout.slice(*options.part) if options.part else range(layout.shards)
-    todo = [i for i in mine if options.force or not shard_is_complete(sweep, out_dir, layout, i)]
-    _remove_temporaries(points_dir, set(todo))
-    todo_points = sum(_points(layout, i) for i in todo)
-    progress.start(todo_points, f"{grid.name}: {len(todo):,} of {len(mine):,} shards to compute")
+    states = {} if options.force else {
+        i: shard_check(sweep, out_dir, layout, i) for i in existing if i in mine}
+    todo = [i for i in mine if states.get(i, "missing") != "complete"]
+    for state in ("damaged", "uncommitted", "foreign"):
+        named = [i for i in todo if states.get(i) == state]
+        if named:
+            progress.note(skipped_note(points_dir, {i: state for i in named},
+                                       "recomputing"))
+    progress.start(sum(_points(layout, i) for i in todo),
+                   f"{grid.name}: {len(todo):,} of {len(mine):,} shards to compute")
     tasks = [ShardTask(grid.text, str(grid.path.resolve()), str(out_dir.resolve()),
-                       layout.shard_size, index, environment) for index in todo]
-    if todo and options.executor == "dask":
-        _run_dask(tasks, layout, options.workers, options.scheduler, progress)
-    elif options.workers > 1 and len(todo) > 1:
-        _run_processes(tasks, layout, options.workers, progress)
-    else:
-        _run_inline(sweep, layout, out_dir, todo, environment, progress)
+                       layout.shard_size, index, environment,
+                       keep_complete=not options.force) for index in todo]
+    outcomes = _run(sweep, layout, tasks, options, progress)
+    # shards another process held: wait for it, then take over what it did not finish
+    held = [replace(task, wait=True, keep_complete=True) for task in tasks
+            if outcomes[task.index] == "busy"]
+    if held:
+        progress.note(f"waiting for {len(held):,} shards another process is computing ...")
+        outcomes |= _run(sweep, layout, held, options, progress)
     progress.finish()
 
-    others = sorted(set(range(layout.shards)) - set(mine))
-    shards_done = len(mine) + sum(shard_is_complete(sweep, out_dir, layout, i) for i in others)
+    written = [i for i in todo if outcomes[i] == "written"]
+    with claim(points_dir, MANIFEST_CLAIM):  # the last run to finish counts every shard
+        others = sorted(set(shard_indices(points_dir)) - set(mine))
+        shards_done = len(mine) + sum(
+            shard_check(sweep, out_dir, layout, i, verify=False) == "complete"
+            for i in others if i < layout.shards)
+        write_manifest(out_dir, build_manifest(sweep, layout, environment, started_at,
+                                               _now(), shards_done))
     complete = shards_done == layout.shards
-    write_manifest(out_dir, build_manifest(sweep, layout, environment, started_at,
-                                           _now(), shards_done))
     seconds = time.perf_counter() - started
     charts_seconds = None
-    if complete and options.charts and (todo or not any((out_dir / "charts").iterdir())):
-        progress.note("rendering the grid's charts ...")
-        began = time.perf_counter()
-        _render_charts(out_dir, grid)
-        charts_seconds = time.perf_counter() - began
+    if complete and options.charts:
+        charts_seconds = _render_charts(out_dir, grid, progress)
+    points_computed = sum(_points(layout, i) for i in written)
     return {
         "out_dir": str(out_dir),
         "name": grid.name,
@@ -413,34 +483,40 @@ def run_sweep(sweep: Sweep, options: RunOptions, progress: Progress) -> dict[str
         "shard_size": layout.shard_size,
         "shards": layout.shards,
         "shards_in_run": len(mine),
-        "shards_computed": len(todo),
+        "shards_computed": len(written),
         "shards_done": shards_done,
         "complete": complete,
-        "points_computed": todo_points,
+        "points_computed": points_computed,
         "seconds": seconds,
-        "points_per_s": todo_points / seconds if seconds > 0 else None,
+        "points_per_s": points_computed / seconds if seconds > 0 else None,
         "charts_seconds": charts_seconds,
     }
 
 
-def _remove_temporaries(points_dir: Path, shards: set[int]) -> None:
-    """Leftovers of killed runs, for the shards this run is about to write."""
-    for path in points_dir.glob(".shard-*.parquet.tmp-*"):
-        index = path.name.removeprefix(".shard-").split(".", 1)[0]
-        if index.isdigit() and int(index) in shards:
-            path.unlink(missing_ok=True)
+def _run(sweep, layout, tasks: list[ShardTask], options: RunOptions, progress
+         ) -> dict[int, str]:
+    """Each task's outcome (`claim_and_write`'s word), on the chosen executor."""
+    if not tasks:
+        return {}
+    if options.executor == "dask":
+        return _run_dask(tasks, layout, options.workers, options.scheduler, progress)
+    if options.workers > 1 and len(tasks) > 1:
+        return _run_processes(tasks, layout, options.workers, progress)
+    return _run_inline(sweep, layout, tasks, progress)
 
 
-def _render_charts(out_dir: Path, spec: Grid) -> None:
-    """The grid's `[charts]`, once the dataset is complete; skipped while the charts
-    module does not provide `render_charts` yet."""
-    try:
-        from rooftui.sweeps.charts import render_charts
-    except ImportError as error:
-        if error.name != "rooftui.sweeps.charts":
-            raise
-        return
-    render_charts(out_dir, spec.charts, only=None)
+def _render_charts(out_dir: Path, grid: Grid, progress: Progress) -> float | None:
+    """The grid's `[charts]` that are missing or older than the data, once the dataset
+    is complete (so a run killed while rendering renders them on the rerun); the
+    seconds it took, None when every chart was up to date."""
+    from rooftui.sweeps.charts import render_charts, stale_charts
+
+    if not stale_charts(out_dir, grid.charts):
+        return None
+    progress.note("rendering the grid's charts ...")
+    began = time.perf_counter()
+    render_charts(out_dir, grid.charts, only=None, stale_only=True)
+    return time.perf_counter() - began
 
 
 # --- manifest ----------------------------------------------------------------------------
@@ -454,6 +530,7 @@ def describe_environment() -> dict[str, Any]:
 
     return {
         "rooftui": version("rooftui"),
+        "model_version": MODEL_VERSION,
         "python": platform.python_version(),
         "numpy": np.__version__,
         "polars": version("polars"),
@@ -504,16 +581,10 @@ def build_manifest(sweep: Sweep, layout: Layout, environment: dict[str, Any],
 
 
 def write_manifest(out_dir: Path, manifest: dict) -> None:
-    """Atomically (temp file + rename): concurrent slices never leave a torn file."""
-    path = Path(out_dir) / MANIFEST
-    temporary = path.with_name(f".{MANIFEST}.tmp-{os.getpid()}")
-    try:
-        temporary.write_text(json.dumps(manifest, indent=2, default=str) + "\n",
-                             encoding="utf-8")
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    """Atomically (temp file + rename), under the folder's manifest claim: concurrent
+    runs never leave a torn file, and the last to finish counts every shard."""
+    write_text_atomic(Path(out_dir) / MANIFEST,
+                      json.dumps(manifest, indent=2, default=str) + "\n")
 
 
 def _now() -> str:
@@ -522,19 +593,25 @@ def _now() -> str:
 
 # --- status and estimates ----------------------------------------------------------------
 def sweep_status(out_dir: Path) -> dict[str, Any]:
-    """Done and missing shards of an output folder, from the manifest and shard footers."""
-    manifest = read_manifest(out_dir)
-    layout = Layout(int(manifest["points"]), int(manifest["shard_size"]))
-    done, invalid, rows = [], 0, 0
-    for index in range(layout.shards):
-        path = shard_path(out_dir, index)
-        footer = read_footer(path) if path.exists() else None
-        if footer_matches(footer, manifest["spec_hash"], layout, index):
+    """Done and missing shards of an output folder, from the manifest, the shards'
+    checksums (every file hashed) and their footers."""
+    manifest = read_run_manifest(out_dir)
+    layout = Layout(manifest["points"], manifest["shard_size"])
+    points_dir = Path(out_dir) / POINTS
+    done, invalid, rows = [], {}, 0
+    for index in sorted(shard_indices(points_dir)):
+        state, footer = shard_state(shard_path(out_dir, index), manifest["spec_hash"], index)
+        start, stop = layout.range(index)
+        if state == "complete" and (index >= layout.shards or (
+                footer["kv"].get(META + "first_point_id"),
+                footer["kv"].get(META + "end_point_id")) != (str(start), str(stop))):
+            state = "foreign"
+        if state == "complete":
             done.append(index)
             rows += footer["rows"]
-        elif path.exists():
-            invalid += 1
-    missing = sorted(set(range(layout.shards)) - set(done))
+        else:
+            invalid[index] = state
+    missing = _gaps(done, layout.shards)
     return {
         "out_dir": str(out_dir),
         "name": manifest["name"],
@@ -545,13 +622,30 @@ def sweep_status(out_dir: Path) -> dict[str, Any]:
         "shard_size": layout.shard_size,
         "shards": layout.shards,
         "shards_done": len(done),
-        "shards_missing": len(missing),
-        "missing": _ranges(missing),
-        "invalid_files": invalid,  # damaged, or of another spec: the next run redoes them
-        "complete": not missing,
-        "started_at": manifest.get("started_at"),
-        "finished_at": manifest.get("finished_at"),
+        "shards_missing": layout.shards - len(done),
+        "missing": missing,
+        "invalid_files": len(invalid),  # the next run redoes them
+        "invalid": {state: _ranges(i for i, s in invalid.items() if s == state)
+                    for state in dict.fromkeys(invalid.values())},
+        "invalid_note": skipped_note(points_dir, invalid, "the next run recomputes them")
+        if invalid else None,
+        "complete": len(done) == layout.shards,
+        "started_at": manifest["started_at"],
+        "finished_at": manifest["finished_at"],
     }
+
+
+def _gaps(done: list[int], total: int, most: int = 1000) -> list[str]:
+    """The ranges of [0, total) not in sorted `done`, the first `most` of them (a
+    manifest may claim 10^9 shards: never one entry per index)."""
+    spans, at = [], 0
+    for index in [*done, total]:
+        if index > at:
+            spans.append(f"{at}-{index - 1}" if index - 1 > at else str(at))
+            if len(spans) == most:
+                break
+        at = index + 1
+    return spans
 
 
 def _ranges(indices: Iterable[int]) -> list[str]:

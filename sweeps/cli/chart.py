@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -38,8 +40,22 @@ def chart(result_dir, only, png, svg, as_json):
       sweep chart outputs/grid-0123456789ab
       sweep chart outputs/grid-0123456789ab --only roofline --png --svg
     """
+    from rooftui.sweeps.output_files import file_error
+    from rooftui.sweeps.results import SkippedShardsWarning
+
     names = [name.strip() for entry in only for name in entry.split(",") if name.strip()]
-    written = charts.render_charts(result_dir, only=names or None, png=png, svg=svg)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkippedShardsWarning)
+        try:
+            written = charts.render_charts(result_dir, only=names or None, png=png, svg=svg)
+        except OSError as error:  # one that no writer turned into a SpecError
+            raise file_error(error, error.filename or result_dir, "use") from None
+    for warning in caught:  # the shards the charts left out: one line each
+        if isinstance(warning.message, SkippedShardsWarning):
+            sys.stderr.write(f"sweep chart: warning: {warning.message}\n")
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
     if as_json:
         click.echo(json.dumps([str(path) for path in written], indent=2))
     else:

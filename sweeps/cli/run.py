@@ -3,6 +3,7 @@ resumable parquet dataset, on one machine, a SLURM array or a Dask cluster."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -16,6 +17,11 @@ import click
 from rooftui.core import units
 
 PART = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+# what `sweep plan` writes into #SBATCH lines: SLURM's own forms, nothing a shell could run
+PARTITIONS = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")
+# minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+SLURM_TIME = re.compile(r"\d+(:\d{2}){0,2}|\d+-\d{1,2}(:\d{2}){0,2}")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _part(value: str | None) -> tuple[int, int] | None:
@@ -39,11 +45,30 @@ def _part(value: str | None) -> tuple[int, int] | None:
     return int(match[1]), int(match[2])
 
 
-def _load(grid_path: Path):
+def _load(grid_path: Path, most_points: int | None = None):
+    """The grid's evaluator; a grid of more than `most_points` is refused first, before
+    the evaluator checks its points."""
     from rooftui.sweeps.grid import load_grid
     from rooftui.sweeps.kinds import evaluator_for
 
-    return evaluator_for(load_grid(grid_path))
+    grid = load_grid(grid_path)
+    if most_points is not None and grid.size > most_points:
+        raise click.UsageError(f"the grid has {grid.size:,} points (more than "
+                               f"{most_points:,}); check it with --dry-run, then pass --yes")
+    return evaluator_for(grid)
+
+
+def _one_line_file_errors(command):
+    """An OSError that no writer turned into a SpecError yet is still one line, exit 2."""
+    @functools.wraps(command)
+    def guarded(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except OSError as error:
+            from rooftui.sweeps.output_files import file_error
+
+            raise file_error(error, error.filename or "the output folder", "use") from None
+    return guarded
 
 
 def _dimensions(grid) -> str:
@@ -103,6 +128,7 @@ def _parameters_help() -> str:
 @click.option("--yes", "-y", is_flag=True, help="Run grids of more than 1e9 points.")
 @click.option("--no-charts", is_flag=True, help="Do not render the grid's [charts] at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_one_line_file_errors
 def run(grid_path, out_dir, part, shard_size, workers, executor, scheduler, force, dry_run,
         yes, no_charts, as_json):
     """Evaluate every point of a grid spec (TOML) and write it as parquet.
@@ -121,6 +147,7 @@ def run(grid_path, out_dir, part, shard_size, workers, executor, scheduler, forc
       sweep run specs/grid.toml --shard 3/16          # one slice (SLURM sets it itself)
       sweep run specs/grid.toml --executor dask --scheduler tcp://head:8786
     """
+    from rooftui.sweeps.results import POINTS, shard_indices
     from rooftui.sweeps.runner import (
         CONFIRM_POINTS,
         Progress,
@@ -136,12 +163,14 @@ def run(grid_path, out_dir, part, shard_size, workers, executor, scheduler, forc
     options = RunOptions(out_dir=out_dir, shard_size=shard_size, part=_part(part),
                          workers=workers, executor=executor, scheduler=scheduler, force=force,
                          charts=not no_charts)
-    sweep = _load(grid_path)
+    sweep = _load(grid_path, None if dry_run or yes else CONFIRM_POINTS)
     grid = sweep.grid
     if dry_run:
         out, layout, _ = prepare_out_dir(grid, options)
         mine = layout.slice(*options.part) if options.part else range(layout.shards)
-        complete = 0 if force else sum(shard_is_complete(sweep, out, layout, i) for i in mine)
+        present = shard_indices(out / POINTS)  # one listing, however many shards
+        complete = 0 if force else sum(shard_is_complete(sweep, out, layout, i)
+                                       for i in present if i in mine)
         guess = estimate(sweep, layout, workers)
         report = {"name": grid.name, "spec_hash": grid.spec_hash, "out_dir": str(out),
                   "dimensions": _dimensions(grid), "points": grid.size,
@@ -152,9 +181,6 @@ def run(grid_path, out_dir, part, shard_size, workers, executor, scheduler, forc
                   "estimated_seconds": guess["seconds"], "sample_points": guess["sample_points"]}
         click.echo(json.dumps(report, indent=2) if as_json else _render_plan(report, workers))
         return
-    if grid.size > CONFIRM_POINTS and not yes:
-        raise click.UsageError(f"the grid has {grid.size:,} points (more than "
-                               f"{CONFIRM_POINTS:,}); check it with --dry-run, then pass --yes")
     summary = run_sweep(sweep, options, Progress())
     click.echo(json.dumps(summary, indent=2) if as_json else _render_summary(summary))
 
@@ -208,6 +234,7 @@ def _seconds(value: float) -> str:
 @click.command()
 @click.argument("out_dir", metavar="DIR", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_one_line_file_errors
 def status(out_dir, as_json):
     """Done and missing shards of a `sweep run` output folder (from the shards' footers)."""
     from rooftui.sweeps.runner import sweep_status
@@ -224,9 +251,8 @@ def status(out_dir, as_json):
         f"  rows    {s['rows']:,} of {s['expected_rows']:,} ({s['points']:,} points, "
         f"{s['shard_size']:,} per shard)",
     ]
-    if s["invalid_files"]:
-        lines.append(f"  {s['invalid_files']:,} shard files are damaged, of another spec or "
-                     "of an older rooftui's format; the next run recomputes them")
+    if s["invalid_note"]:
+        lines.append(f"  {s['invalid_note']}")
     lines.append(f"  started {s['started_at']}, last finished {s['finished_at'] or '—'}; "
                  + ("complete" if s["complete"] else "incomplete: rerun `sweep run` to resume"))
     click.echo("\n".join(lines))
@@ -243,7 +269,7 @@ def status(out_dir, as_json):
               help="Points per parquet file [default: as `sweep run`].")
 @click.option("--cpus-per-task", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs per array task; each task uses them as --workers.")
-@click.option("--time", "time_limit", metavar="HH:MM:SS",
+@click.option("--time", "time_limit", metavar="[D-]HH:MM:SS",
               help="Time limit per task [default: 3x the estimate, at least 10 minutes].")
 @click.option("--partition", metavar="NAME", help="SLURM partition.")
 def plan(grid_path, tasks, out_dir, shard_size, cpus_per_task, time_limit, partition):
@@ -259,6 +285,17 @@ def plan(grid_path, tasks, out_dir, shard_size, cpus_per_task, time_limit, parti
     """
     from rooftui.sweeps.runner import RunOptions, estimate, prepare_out_dir
 
+    if partition is not None and not PARTITIONS.fullmatch(partition):
+        raise click.BadParameter(f"expected a SLURM partition name (letters, digits, '_', "
+                                 f"'.', '-'; several separated by commas), got {partition!r}",
+                                 param_hint="'--partition'")
+    if time_limit is not None and not SLURM_TIME.fullmatch(time_limit):
+        raise click.BadParameter(f"expected a SLURM time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM "
+                                 f"or D-HH:MM:SS), got {time_limit!r}", param_hint="'--time'")
+    for path in (grid_path, out_dir):
+        if path is not None and CONTROL.search(str(path.resolve())):
+            raise click.BadParameter(f"a path written into a script cannot hold control "
+                                     f"characters (a newline, a tab ...): {str(path)!r}")
     sweep = _load(grid_path)
     grid = sweep.grid
     out, layout, _ = prepare_out_dir(grid, RunOptions(out_dir=out_dir, shard_size=shard_size))
@@ -270,8 +307,6 @@ def plan(grid_path, tasks, out_dir, shard_size, cpus_per_task, time_limit, parti
             layout.shards / tasks) / layout.shards / cpus_per_task
         seconds = max(600, math.ceil(3 * per_task))
         time_limit = f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-    elif not re.fullmatch(r"(\d+-)?\d+:\d{2}:\d{2}", time_limit):
-        raise click.BadParameter("expected HH:MM:SS", param_hint="'--time'")
     command = [sys.executable, "-m", "rooftui.sweeps", "run", str(grid_path.resolve()),
                "--out", str(out.resolve()), "--shard-size", str(layout.shard_size), "--yes"]
     lines = [

@@ -3,6 +3,7 @@ resume after kill -9, truncated and foreign shards, manifests, and one-line erro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from rooftui.sweeps import runner
 from rooftui.sweeps.evaluate import EVALUATION_POINTS
 from rooftui.sweeps.grid import load_grid, parse_grid
 from rooftui.sweeps.results import read_manifest, scan_results
+from rooftui.sweeps.shard_files import read_footer
 from tests.conftest import sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +64,11 @@ def test_every_point_once_with_contract_columns_and_manifest(grid_file, tmp_path
     out = tmp_path / "out"
     summary = run_json(grid_file, "--out", out, "--shard-size", 25)
     assert summary["complete"] and summary["points"] == POINTS
-    assert summary["shards"] == -(-POINTS // 25) == len(list((out / "points").iterdir()))
+    shards = sorted((out / "points").glob("shard-*.parquet"))
+    assert summary["shards"] == -(-POINTS // 25) == len(shards)
+    for shard in shards:  # each with its checksum, in `sha256sum` format
+        digest = hashlib.sha256(shard.read_bytes()).hexdigest()
+        assert (out / "points" / f"{shard.name}.sha256").read_text() == f"{digest}  {shard.name}\n"
     data = frame(out)
     assert data["point_id"].to_list() == list(range(POINTS))
     assert data.height == POINTS
@@ -136,7 +142,7 @@ def test_slurm_array_variables_pick_the_slice(grid_file, tmp_path, monkeypatch):
     summary = run_json(grid_file, "--out", tmp_path / "out", "--shard-size", 21)
     layout = runner.Layout(POINTS, 21)
     assert summary["shards_computed"] == len(layout.slice(1, 4))
-    written = sorted(p.name for p in (tmp_path / "out" / "points").iterdir())
+    written = sorted(p.name for p in (tmp_path / "out" / "points").glob("shard-*.parquet"))
     assert written == [f"shard-{i:06d}.parquet" for i in layout.slice(1, 4)]
 
 
@@ -309,6 +315,7 @@ def test_run_renders_the_grids_charts(grid_file, tmp_path, monkeypatch):
     fake = types.ModuleType("rooftui.sweeps.charts")
     fake.render_charts = lambda out_dir, names, only, **_: calls.append((out_dir, names, only))
     fake.chart_settings = lambda table, where, **_: None  # grids validate [charts] on load
+    fake.stale_charts = lambda out_dir, names: list(names["names"])
     monkeypatch.setitem(sys.modules, "rooftui.sweeps.charts", fake)
     out = tmp_path / "out"
     sweep("run", grid_file, "--out", out, "--json")
@@ -347,7 +354,7 @@ def test_resume_after_kill_matches_an_uninterrupted_run(how, tmp_path):
     left = _shards(killed)
     assert 3 <= len(left) < total
     for shard in left:  # nothing a reader could mistake for a result
-        assert runner.read_footer(shard) is not None
+        assert read_footer(shard) is not None
     if how == "interrupt":
         assert process.returncode == 130 and "interrupted" in err
         assert not list((killed / "points").glob(".shard-*"))  # temporaries removed

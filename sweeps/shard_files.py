@@ -1,0 +1,204 @@
+"""What proves a shard whole and keeps two writers apart: its checksum, and claims.
+
+Beside each `points/shard-<index:06d>.parquet`:
+
+    shard-<index:06d>.parquet.sha256   the sha256 of the shard's bytes, as `sha256sum` writes
+                                       it (`cd points && sha256sum -c *.sha256` checks them)
+    .claims                            one file of byte-range locks: byte i claims shard i
+
+The checksum is computed while the shard is written (no second read) and written
+atomically after the shard is renamed into place, so a shard without a checksum that
+matches is incomplete whatever killed its writer: the next run recomputes it, and
+readers never take it as data.
+
+A process writes a shard only while it holds that shard's claim (`fcntl.lockf` on byte
+`index` of `.claims`), and removes leftover temporaries only of shards it holds, so two
+runs on one folder (or SLURM array tasks on a shared file system) never write the same
+shard at once nor delete each other's temporary files. The kernel releases a dead
+process's locks, so a killed run's shards are free for its successor; NFS and Lustre
+carry POSIX locks to every client. Two more bytes serialise the manifest's updates and
+the charts' rendering. Caveat of POSIX locks: closing any descriptor of a file drops
+every lock the process holds on it, so each process opens `.claims` once and keeps it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from rooftui.sweeps.output_files import file_error
+
+# 2: step grids leave the ratios out of the files (`results.is_derived`); a shard of
+# format 1 is recomputed on a rerun
+FORMAT = "rooftui-sweep/2"
+META = "rooftui."  # prefix of the parquet key-value metadata
+CHECKSUM_SUFFIX = ".sha256"
+CLAIMS = ".claims"
+# bytes of `.claims` past any shard index (a grid has at most 10^15 points)
+MANIFEST_CLAIM = 1 << 62
+CHARTS_CLAIM = MANIFEST_CLAIM + 1
+HASH_CHUNK = 1 << 22
+
+
+class HashingFile:
+    """A binary file that hashes every byte written to it: the checksum of a shard as it
+    is written, without reading it back."""
+
+    def __init__(self, file) -> None:
+        self.file = file
+        self.digest = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name: str):  # tell, flush, closed ...: the file's own
+        return getattr(self.file, name)
+
+
+def checksum_path(shard: Path) -> Path:
+    return shard.with_name(shard.name + CHECKSUM_SUFFIX)
+
+
+def write_checksum(shard: Path, digest: str) -> None:
+    """Atomically, after `shard` is in place: the shard is complete from this moment."""
+    target = checksum_path(shard)
+    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        temporary.write_text(f"{digest}  {shard.name}\n", encoding="ascii")
+        os.replace(temporary, target)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise file_error(error, target) from None
+
+
+def recorded_checksum(shard: Path) -> str | None:
+    """The digest the sidecar records; None when it is missing or malformed."""
+    try:
+        text = checksum_path(shard).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    digest, _, name = text.strip().partition("  ")
+    valid = len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+    return digest if valid and name == shard.name else None
+
+
+def file_digest(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as file:
+            return hashlib.file_digest(file, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def checksum_matches(shard: Path) -> bool | None:
+    """True: the bytes are the ones written; False: damaged (or vanished); None: no
+    checksum recorded (a shard whose writer died before committing it)."""
+    recorded = recorded_checksum(shard)
+    if recorded is None:
+        return None
+    try:
+        stat = shard.stat()
+    except OSError:
+        return False
+    return _verified(str(shard), stat.st_ino, stat.st_size, stat.st_mtime_ns, recorded)
+
+
+@lru_cache(maxsize=1 << 16)
+def _verified(path: str, inode: int, size: int, mtime_ns: int, recorded: str) -> bool:
+    """Hashing is the cost of verifying (~30 ms per 60 MB shard): once per process for
+    a file not changed since (a rewrite changes its inode, an edit its mtime)."""
+    return file_digest(Path(path)) == recorded
+
+
+def read_footer(path: Path) -> dict[str, Any] | None:
+    """A shard's key-value metadata, row count and column names; None if unreadable."""
+    import pyarrow.parquet as pq
+
+    try:
+        footer = pq.read_metadata(path)
+    except (OSError, ValueError):  # missing, truncated, not parquet (ArrowInvalid)
+        return None
+    kv = {key.decode(): value.decode() for key, value in (footer.metadata or {}).items()}
+    return {"kv": kv, "rows": footer.num_rows, "columns": footer.schema.names}
+
+
+# why a shard file is not part of the results (the words `shard_state` returns)
+REASONS = {"uncommitted": "no checksum: its writer died before committing it",
+           "damaged": "damaged: its bytes do not match its checksum",
+           "foreign": "of another spec, layout or rooftui format"}
+
+
+def shard_state(shard: Path, spec_hash: str, index: int, *, verify: bool = True
+                ) -> tuple[str, dict[str, Any] | None]:
+    """("complete" | "missing" | a key of REASONS, the footer): a shard is complete when
+    its checksum matches its bytes (`verify`: hashed; else recorded is enough) and its
+    footer names this spec and this shard and holds the rows it says."""
+    if not shard.exists():
+        return "missing", None
+    if verify:
+        matches = checksum_matches(shard)
+    else:
+        matches = True if recorded_checksum(shard) is not None else None
+    if matches is None:
+        return "uncommitted", None
+    footer = read_footer(shard)
+    if not matches or footer is None:
+        return "damaged", footer
+    kv = footer["kv"]
+    ours = (kv.get(META + "format") == FORMAT and kv.get(META + "spec_hash") == spec_hash
+            and kv.get(META + "shard") == str(index)
+            and kv.get(META + "rows") == str(footer["rows"]))
+    return ("complete" if ours else "foreign"), footer
+
+
+def remove_shard(shard: Path) -> None:
+    """The checksum first: a shard is never complete without its own."""
+    checksum_path(shard).unlink(missing_ok=True)
+    shard.unlink(missing_ok=True)
+
+
+def remove_temporaries(points_dir: Path, index: int) -> None:
+    """Leftovers of a dead writer of shard `index`; called with its claim held, so no
+    live process is writing them."""
+    for path in points_dir.glob(f".shard-{index:06d}.parquet*.tmp-*"):
+        path.unlink(missing_ok=True)
+
+
+# --- claims --------------------------------------------------------------------------------
+@lru_cache(maxsize=16)
+def _claims_descriptor(path: str, pid: int) -> int:
+    """One descriptor per process and folder, never closed (see the module doc)."""
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+
+@contextmanager
+def claim(points_dir: Path, offset: int, wait: bool = True) -> Iterator[bool]:
+    """Hold byte `offset` of the folder's `.claims`: yields True once held (`wait`:
+    blocking until the holder releases or dies), False at once if another process
+    holds it and not `wait`."""
+    path = Path(points_dir) / CLAIMS
+    try:
+        descriptor = _claims_descriptor(str(path), os.getpid())
+    except OSError as error:
+        raise file_error(error, path) from None
+    try:
+        fcntl.lockf(descriptor, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB), 1, offset)
+    except OSError as error:
+        if wait or error.errno not in (errno.EAGAIN, errno.EACCES):  # ENOLCK: no locks
+            raise file_error(error, path, "lock") from None
+        held = False  # by another process
+    else:
+        held = True
+    try:
+        yield held
+    finally:
+        if held:
+            fcntl.lockf(descriptor, fcntl.LOCK_UN, 1, offset)
