@@ -161,8 +161,8 @@ def test_results_row_opens_in_the_explorer(terminal, tmp_path):
     term.wait_for(*figures(batch=1, context=512, kv_dtype="fp8"))
 
 
-@pytest.mark.parametrize("env", [{"NO_COLOR": "1"}, {"TERM": "xterm-mono"}],
-                         ids=["NO_COLOR", "xterm-mono"])
+@pytest.mark.parametrize("env", [{"NO_COLOR": "1"}, {"TERM": "xterm-mono"}, {"TERM": "dumb"}],
+                         ids=["NO_COLOR", "xterm-mono", "dumb"])
 def test_a_terminal_without_colour(terminal, env):
     term = terminal((80, 24), env=env)
     term.wait_for("4.52 ms", "221 tok/s", "q Quit", "■ gemm", "▲ attention")
