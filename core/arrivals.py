@@ -9,6 +9,9 @@ Spec strings, as `--arrival` takes them:
     trace[:speed=X]         the trace's own `arrival_s`, divided by X (X = 2 replays an
                             hour in 30 minutes); the requests keep the trace's lengths, row
                             by row, so lengths and arrivals stay correlated
+    trace:PATH[,speed=X]    the same, from the trace file PATH (the `--workload` then);
+                            a session or hash-id trace there (`core.sessions`) also
+                            brings its turns, think times and prefix blocks
 
 Open processes start with a request at t = 0. Times are seconds.
 """
@@ -22,7 +25,7 @@ import numpy as np
 from rooftui.core import limits
 from rooftui.core.errors import SpecError
 
-KINDS = "closed, poisson:rate=R, gamma:rate=R,cv=C, trace[:speed=X]"
+KINDS = "closed, poisson:rate=R, gamma:rate=R,cv=C, trace[:PATH][,speed=X]"
 BOUNDS_OF = {"rate": "rate", "cv": "interarrival_cv", "speed": "speed"}  # in core.limits
 
 
@@ -33,6 +36,7 @@ class Arrivals:
     cv: float = 1.0  # gamma
     speed: float = 1.0  # trace
     spec: str = "closed"
+    path: str | None = None  # trace:PATH
 
     @property
     def replays_trace(self) -> bool:
@@ -98,6 +102,10 @@ def parse_arrivals(spec: str) -> Arrivals:
             raise SpecError(f"bad arrival process {spec!r}: expected gamma:rate=R,cv=C")
         return Arrivals("gamma", rate=values["rate"], cv=values["cv"], spec=spec)
     if kind == "trace":
-        values = _parameters(spec, body, ("speed",))
-        return Arrivals("trace", speed=values.get("speed", 1.0), spec=spec)
+        # trace:PATH[,speed=X]: every item that is not speed=X is part of the path
+        items = body.split(",")
+        keyed = [item for item in items if item.strip().lower().startswith("speed=")]
+        path = ",".join(item for item in items if item not in keyed).strip() or None
+        values = _parameters(spec, ",".join(keyed), ("speed",))
+        return Arrivals("trace", speed=values.get("speed", 1.0), spec=spec, path=path)
     raise SpecError(f"bad arrival process {spec!r}: expected one of {KINDS}")

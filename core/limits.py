@@ -130,6 +130,14 @@ BOUNDS: dict[str, Bound] = {
     # sweep grids and their manifests: point ids are int64, and 10^15 points take years
     "points": Bound(1, 10**15, integer=True, unit="points"),
     "shard_size": Bound(1, 10**9, integer=True, unit="points"),
+    # prefix caching and KV tiers (per GPU), session traces
+    "cache_capacity_gb": Bound(0, 10**6, unit="GB"),
+    "cpu_tier_gb": Bound(0, 10**6, unit="GB"),
+    "ssd_tier_gb": Bound(0, 10**9, unit="GB"),
+    "cpu_tier_bandwidth_gbs": Bound(0, 10**5, min_open=True, unit="GB/s"),
+    "ssd_tier_bandwidth_gbs": Bound(0, 10**5, min_open=True, unit="GB/s"),
+    "arrival_s": Bound(0, 10**9, unit="s"),
+    "think_time_s": Bound(0, 10**7, unit="s"),
 }
 
 

@@ -39,6 +39,13 @@ tokens runs one prefill and L - 1 decode steps. Metrics use the serving-engine n
 TTFT (first token minus arrival), TPOT = (E2E - TTFT) / (L - 1) (requests with L > 1),
 ITL (every gap between consecutive tokens of a request), E2E; occupancy is useful
 slot-steps (sequences that advanced in a step) over all slot-steps (B per step).
+
+Prefix caching and sessions (`simulate(..., prefix_cache=, sessions=)`, continuous and
+chunked): a request admitted with C of its prompt's tokens in the cache is prefilled as
+N = prompt - C tokens after C cached (the core step's chunk), and a step that loads hits
+from a lower tier lasts max(its compute, the loads) (`core.prefix_cache.ServingCache`
+states the memory and timing model). A session's later turn arrives its think time after
+the previous turn's last token, so its arrival is known only once that token is.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ import numpy as np
 
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.errors import SpecError
+from rooftui.core.prefix_cache import CacheConfig, ServingCache
 from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step, part_timing
 from rooftui.core.workloads import Requests
 
@@ -418,6 +426,13 @@ class Simulation:
     steps: dict[str, np.ndarray]  # STEP_COLUMNS, one entry per step
     resume_gaps_s: np.ndarray  # token gaps across a preemption (recompute)
     kv_capacity_tokens: int
+    arrival_s: np.ndarray | None = None  # realised arrivals, when turns wait for others
+    prefix_cache: dict | None = None  # ServingCache.summary, when the cache is on
+
+    @property
+    def arrivals(self) -> np.ndarray:
+        """Each request's arrival time (s): realised, or the requests' own."""
+        return self.requests.arrival_s if self.arrival_s is None else self.arrival_s
 
     @property
     def useful_slots(self) -> np.ndarray:
@@ -440,21 +455,38 @@ def _check_capacity(costs: StepCosts, config: SchedulerConfig, requests: Request
 
 
 def simulate(inputs: StepInputs, assumptions: Assumptions, config: SchedulerConfig,
-             requests: Requests, costs: StepCosts | None = None) -> Simulation:
+             requests: Requests, costs: StepCosts | None = None, *,
+             prefix_cache: CacheConfig | None = None, sessions=None,
+             gpu_key: str = "") -> Simulation:
     """Run `requests` through `config`'s policy with step times from the step model.
 
     `inputs` is one configuration's StepInputs (e.g. `PointConfig.step_inputs()`); its
     batch and token counts are ignored. Pass `costs` to reuse a StepCosts across runs of
-    the same configuration. Deterministic: the same inputs give the same result, bit for
-    bit.
+    the same configuration. `sessions` (a `core.sessions.SessionRequests` whose requests
+    are `requests`) gives the prefix blocks `prefix_cache` looks up and the turns that wait
+    for earlier ones; `gpu_key` names the GPU whose host link the tiers use. Deterministic:
+    the same inputs give the same result, bit for bit.
     """
     if costs is None or costs.max_batch < config.max_batch:
         costs = StepCosts(inputs, assumptions, config.max_batch)
     if len(requests) == 0:
         raise SpecError("no requests to simulate")
     _check_capacity(costs, config, requests)
-    run = _run_static if config.policy == "static" else _run_dynamic
-    return run(costs, config, requests)
+    caching = prefix_cache is not None and prefix_cache.enabled
+    waits = sessions is not None and sessions.previous is not None
+    if caching and sessions is None:
+        raise SpecError("--prefix-cache needs requests that share prefixes: a session or "
+                        "hash-id trace (--arrival trace:PATH) or generated sessions "
+                        "(--workload sessions:...)")
+    if config.policy == "static":
+        if caching or waits:
+            raise SpecError("prefix caching and think-time sessions are simulated with "
+                            "--policy continuous or chunked")
+        return _run_static(costs, config, requests)
+    cache = ServingCache(prefix_cache, sessions.blocks(config.block_size),
+                         requests.input_tokens.tolist(), costs.kv_bytes_per_token,
+                         gpu_key) if caching else None
+    return _run_dynamic(costs, config, requests, cache, sessions if waits else None)
 
 
 def _static_batches(costs: StepCosts, inputs: np.ndarray, outputs: np.ndarray,
@@ -565,7 +597,8 @@ def _run_static(costs: StepCosts, config: SchedulerConfig, requests: Requests) -
                       resume_gaps_s=np.array([]), kv_capacity_tokens=capacity)
 
 
-def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) -> Simulation:
+def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
+                 cache: ServingCache | None = None, sessions=None) -> Simulation:
     """Continuous batching and chunked prefill: one Python iteration per step, O(1) work
     per step plus O(log n) per request event.
 
@@ -575,7 +608,8 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
     finish, a context reaching the window) sit in heaps keyed by step. Paged blocks: a
     sequence needs a new block at step k when (s0 - 1 - k0 + k) is a multiple of the
     block size, so sequences are bucketed by that residue and the blocks a step needs are
-    one lookup.
+    one lookup. With `cache`, admissions look their prompts up and finishes fill it; with
+    `sessions`, a waiting turn is released into the queue when its previous turn ends.
     """
     chunked = config.policy == "chunked"
     paged = config.kv_admission == "paged"
@@ -597,6 +631,20 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
     generated = [0] * count  # output tokens emitted, updated when a sequence changes state
     last_emit = [0.0] * count
     resume_gaps: list[float] = []
+    # requests arriving at their own times, in order; the others follow a previous turn
+    timed = list(range(count))
+    successor = released = None
+    if sessions is not None:
+        previous = sessions.previous.tolist()
+        think = sessions.think_s.tolist()
+        timed = [request for request in timed if previous[request] < 0]
+        successor = [-1] * count
+        for request, before in enumerate(previous):
+            if before >= 0:
+                successor[before] = request
+        released: list[tuple[float, int]] = []  # (arrival, request) of released turns
+    timed_count = len(timed)
+    load_stall = 0.0
 
     waiting: deque[int] = deque()
     running: dict[int, int] = {}  # request -> KV held (reserved tokens, or prompt blocks)
@@ -648,13 +696,26 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
         waiting.appendleft(request)
         return needed
 
+    def release(request: int) -> None:
+        """`request` has finished: its blocks enter the cache, its next turn is timed."""
+        if cache is not None:
+            cache.finish(request)
+            cache.fit((total_blocks - kv_used) * block if paged else capacity - kv_used)
+        if successor is not None and successor[request] >= 0:
+            later = successor[request]
+            arrival[later] = now + think[later]
+            heapq.heappush(released, (arrival[later], later))
+
     now, step, next_arrival, finished = 0.0, 0, 0, 0
     while finished < count:
-        while next_arrival < count and arrival[next_arrival] <= now:
-            waiting.append(next_arrival)
+        while next_arrival < timed_count and arrival[timed[next_arrival]] <= now:
+            waiting.append(timed[next_arrival])
             next_arrival += 1
+        while released and released[0][0] <= now:
+            waiting.append(heapq.heappop(released)[1])
         if not running and not waiting:
-            now = arrival[next_arrival]
+            now = min(arrival[timed[next_arrival]] if next_arrival < timed_count else math.inf,
+                      released[0][0] if released else math.inf)
             continue
         in_system_waiting, in_system_running = len(waiting), len(running)
         if windowed:
@@ -667,12 +728,15 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
             while kv_used + needed > total_blocks:
                 needed -= preempt(max(running), step, now)
             kv_used += needed
+            if cache is not None and needed:
+                cache.fit((total_blocks - kv_used) * block)
 
         batch = len(decoding)
         chunks: list[tuple[int, int]] = []
         owners: list[int] = []
         room = budget - batch
         prefill = 0
+        load = 0.0  # seconds of lower-tier hits this step loads
         if chunked:
             for request, (done, total) in prefilling.items():
                 if room <= 0:
@@ -685,9 +749,9 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
         while waiting and len(running) < max_batch:
             request = waiting[0]
             prompt = prompt_tokens[request] + generated[request]
-            # chunked: until the budget is spent; continuous: whole prompts that fit, but
-            # the first prompt of a step always runs
-            if room <= 0 if chunked else (chunks and prompt > room):
+            # chunked: until the budget is spent; continuous: whole prompts (less what the
+            # cache holds) that fit, but the first prompt of a step always runs
+            if chunked and room <= 0:
                 break
             if paged:
                 held = -(-prompt // block)
@@ -697,14 +761,20 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
                 held = prompt_tokens[request] + output_tokens[request]
                 if kv_used + held > capacity:
                     break
+            cached = cache.lookup(request, prompt) if cache is not None else 0
+            if not chunked and chunks and prompt - cached > room:
+                break
             waiting.popleft()
             kv_used += held
             running[request] = held
-            take = min(prompt, room) if chunked else prompt
+            if cache is not None:
+                load += cache.admit(request, prompt)
+                cache.fit((total_blocks - kv_used) * block if paged else capacity - kv_used)
+            take = min(prompt - cached, room) if chunked else prompt - cached
             room -= take
             if chunked:
-                prefilling[request] = [0, prompt]
-            chunks.append((take, 0))
+                prefilling[request] = [cached, prompt]
+            chunks.append((take, cached))
             owners.append(request)
             prefill += take
 
@@ -712,6 +782,9 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
             raise RuntimeError(f"simulator stalled at step {step}: nothing runnable")
         duration = step_time(batch, sum_context, sum_window if windowed else sum_context,
                              chunks)
+        if load > duration:  # the step's layers wait for their loaded KV
+            load_stall += load - duration
+            duration = load
         log_start(now)
         log_duration(duration)
         log_decode(batch)
@@ -734,6 +807,7 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
             del running[request]
             finish[request] = now
             finished += 1
+            release(request)
         sum_context += len(decoding)
         sum_window += below_window
 
@@ -755,6 +829,7 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
                 kv_used -= held
                 finish[request] = now
                 finished += 1
+                release(request)
                 continue
             context = prompt_tokens[request] + emitted
             k0 = step + 1
@@ -776,7 +851,9 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests) 
     return Simulation(config=config, requests=requests, first_token_s=np.array(first),
                       finish_s=np.array(finish), preemptions=np.array(preempted, np.int64),
                       steps=steps, resume_gaps_s=np.array(resume_gaps),
-                      kv_capacity_tokens=capacity)
+                      kv_capacity_tokens=capacity,
+                      arrival_s=None if sessions is None else np.array(arrival),
+                      prefix_cache=None if cache is None else cache.summary(load_stall))
 
 
 # ---------------------------------------------------------------------------------------
@@ -813,8 +890,8 @@ def _statistics(values: np.ndarray, weights: np.ndarray | None = None) -> dict |
 def request_metrics(simulation: Simulation) -> dict[str, np.ndarray]:
     """Per-request TTFT, TPOT, E2E (seconds); TPOT is NaN for one-token outputs."""
     requests = simulation.requests
-    ttft = simulation.first_token_s - requests.arrival_s
-    e2e = simulation.finish_s - requests.arrival_s
+    ttft = simulation.first_token_s - simulation.arrivals
+    e2e = simulation.finish_s - simulation.arrivals
     later = requests.output_tokens - 1
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(later > 0, (e2e - ttft) / later, np.nan)
