@@ -22,6 +22,7 @@ from rooftui.core.scheduler import (
     summarize,
 )
 from rooftui.core.workloads import Workload, load_workload
+from rooftui.sweeps.cli import prefix_caching
 from rooftui.sweeps.cli.options import Number, build_config, json_text, setup_options
 from rooftui.sweeps.derive_workloads import read_trace_file
 
@@ -73,7 +74,7 @@ def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
     requests = simulation.requests
     frame = pl.DataFrame({
         "request": np.arange(len(requests)),
-        "arrival_s": requests.arrival_s,
+        "arrival_s": simulation.arrivals,
         "input_tokens": requests.input_tokens,
         "output_tokens": requests.output_tokens,
         "first_token_s": simulation.first_token_s,
@@ -111,7 +112,8 @@ def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
                    "whole prompts [default: none].")
 @click.option("--workload", "-w", metavar="NAME|PATH",
               help="Preset (`sweep specs list workloads`), preset TOML, or a trace "
-                   "CSV/parquet with input_tokens, output_tokens[, arrival_s] "
+                   "CSV/parquet with input_tokens, output_tokens[, arrival_s], or generated "
+                   "sessions: sessions:turns=T,system=S,first=F,growth=G,output=O,think=X "
                    f"[default: {DEFAULT_WORKLOAD}].")
 @click.option("--input-tokens", metavar="DIST",
               help="Prompt lengths: fixed:N, exp:mean=M[,cap=C], lognormal:median=M,sigma=S"
@@ -119,7 +121,9 @@ def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
 @click.option("--output-tokens", metavar="DIST", help="Output lengths, same forms.")
 @click.option("--arrival", default="closed", show_default=True, metavar="PROCESS",
               help="closed (all waiting at t = 0), poisson:rate=R (req/s), "
-                   "gamma:rate=R,cv=C, or trace[:speed=X] (replay the trace file's arrival_s).")
+                   "gamma:rate=R,cv=C, or trace[:PATH][,speed=X] (replay the trace file's "
+                   "arrival_s; a session trace or a hash_ids trace as PATH brings its "
+                   "sessions and prefix blocks).")
 @click.option("--requests", "-n", "request_count", type=Number("requests"), default=1000,
               show_default=True, help="Requests to simulate.")
 @click.option("--seed", type=Number("seed"), default=0, show_default=True,
@@ -137,6 +141,7 @@ def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
 @click.option("--trace-out", metavar="PATH",
               help="Write per-step and per-request records: PATH-steps.parquet and "
                    "PATH-requests.parquet, or steps/requests.parquet inside a folder PATH/.")
+@prefix_caching.prefix_cache_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def simulate_command(policy, max_batch, token_budget, workload, input_tokens, output_tokens,
                      arrival, request_count, seed, kv_admission, block_size, slo_ttft, slo_tpot,
@@ -157,10 +162,20 @@ def simulate_command(policy, max_batch, token_budget, workload, input_tokens, ou
     config = build_config(setup)
     scheduler = SchedulerConfig(policy=policy, max_batch=max_batch, token_budget=token_budget,
                                 kv_admission=kv_admission, block_size=block_size)
-    load = resolve_workload(workload, input_tokens, output_tokens)
+    cache = prefix_caching.cache_config(setup)
     process = parse_arrivals(arrival)
-    requests = load.requests(request_count, process, seed)
-    simulation = simulate(config.step_inputs(), config.assumptions, scheduler, requests)
+    sessions, trace = prefix_caching.resolve_sessions(workload, process, request_count, seed)
+    if sessions is None:
+        load = resolve_workload(trace or workload, input_tokens, output_tokens)
+        requests, workload_name = load.requests(request_count, process, seed), load.name
+    elif input_tokens or output_tokens:
+        raise SpecError("a session workload has its own lengths: drop --input-tokens and "
+                        "--output-tokens")
+    else:
+        requests, workload_name = sessions.requests, sessions.name
+    run = {"sessions": sessions, "gpu_key": config.gpu.key}
+    simulation = simulate(config.step_inputs(), config.assumptions, scheduler, requests,
+                          prefix_cache=cache, **run)
     if trace_out:
         written = write_trace(simulation, trace_out)
         click.echo(f"wrote {written[0]} and {written[1]}", err=True)
@@ -172,13 +187,17 @@ def simulate_command(policy, max_batch, token_budget, workload, input_tokens, ou
         "max_batch": max_batch,
         "token_budget": scheduler.budget if math.isfinite(scheduler.budget) else None,
         "kv_admission": kv_admission,
-        "workload": load.name,
+        "workload": workload_name,
         "arrival": process.spec,
         "seed": seed,
         **summarize(simulation, slo_ttft, slo_tpot),
     }
     if slo_ttft is not None or slo_tpot is not None:
         report["slo_ttft_s"], report["slo_tpot_s"] = slo_ttft, slo_tpot
+    if cache is not None:  # the same requests without the cache, for comparison
+        uncached = simulate(config.step_inputs(), config.assumptions, scheduler, requests, **run)
+        report["prefix_cache"] = prefix_caching.cache_report(simulation, uncached, cache,
+                                                             slo_ttft, slo_tpot)
     click.echo(json_text(report, NULL_REASONS) if as_json else render(report))
 
 
@@ -187,6 +206,7 @@ NULL_REASONS = {  # why a field of `sweep simulate --json` can be null
     "tpot_s": "no request has more than one output token",
     "slo_ttft_s": "no --slo-ttft given",
     "slo_tpot_s": "no --slo-tpot given",
+    **prefix_caching.NULL_REASONS,
 }
 
 
@@ -222,4 +242,6 @@ def render(r: dict) -> str:
             (("TTFT", r["slo_ttft_s"]), ("TPOT", r["slo_tpot_s"])) if value is not None)
         lines += ["", f"  SLO {objectives}: {units.percent(r['slo_attainment'])} of requests "
                       f"· goodput {units.rate(r['goodput_tokens_per_s'])}"]
+    if "prefix_cache" in r:
+        lines += prefix_caching.render_lines(r)
     return "\n".join(lines)
