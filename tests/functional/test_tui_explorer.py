@@ -12,6 +12,7 @@ from test_tui_support import pilot_test, settle, shown_text, sweep_point, wait_f
 from textual.widgets import Input, Select
 
 from rooftui.core import units
+from rooftui.core.limits import BOUNDS
 from rooftui.tui.app import RooftuiApp
 from rooftui.tui.screens.explorer import ExplorerScreen
 from rooftui.tui.screens.help import HelpScreen
@@ -157,11 +158,11 @@ async def test_a_burst_of_changes_ends_on_the_last_one():
 # (field, text typed, the message, the value still shown: typing "1.5" passes through
 # the valid "1", which is computed at once)
 BAD_INPUT = [
-    ("batch", "-3", "batch: must be >= 0, got -3", 1),
-    ("batch", "abc", "batch: a whole number >= 0, got 'abc'", 1),
-    ("context", "1.5", "context: a whole number >= 0, got '1.5'", 1),
-    ("mfu", "1.5", "MFU: must be in (0, 1], got 1.5", 1.0),
-    ("mbu", "fast", "MBU: a number in (0, 1]", None),
+    ("batch", "-3", f"batch must be {BOUNDS['batch'].describe()}, got -3", 1),
+    ("batch", "abc", f"batch must be {BOUNDS['batch'].describe()}, got 'abc'", 1),
+    ("context", "1.5", f"context must be {BOUNDS['context'].describe()}, got 1.5", 1),
+    ("mfu", "1.5", f"MFU must be {BOUNDS['mfu'].describe()}, got 1.5", 1.0),
+    ("mbu", "fast", f"MBU must be {BOUNDS['mbu'].describe()}, or blank, got 'fast'", None),
 ]
 
 
@@ -272,7 +273,7 @@ def test_start_imports_neither_polars_nor_altair():
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--gpu", "h999"], "unknown gpu 'h999'"),
-    (["--batch", "-1"], "batch must be >= 0"),
+    (["--batch", "-1"], "batch must be a whole number from 0"),
     (["/nonexistent/results"], "results directory not found"),
 ])
 def test_bad_arguments_are_one_line_and_status_2(argv, message):

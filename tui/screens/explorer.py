@@ -3,7 +3,9 @@
 Every valid change starts a recomputation in a worker thread (exclusive, so an older one
 is cancelled) and the result comes back as a message. Each request carries a generation
 number and only the latest generation is drawn, so a slow, stale result never lands
-last. The UI thread only draws.
+last. The UI thread only draws. A computation that fails (the core refuses the
+configuration, or a bug) comes back as a message too, shown in red under the controls,
+with the figures of the last valid configuration still drawn.
 
 Layout: the controls on the left, the key figures on top, then the roofline, the
 throughput curve and the breakdown: side by side when the terminal is large, one at a
@@ -21,7 +23,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Tab, Tabs
 from textual.worker import get_current_worker
 
-from rooftui.core.errors import SpecError
+from rooftui.core.limits import BOUNDS
+from rooftui.tui.failures import failure_text
 from rooftui.tui.figures import ExplorerFigures, compute_figures
 from rooftui.tui.keys import COMMON_BINDINGS
 from rooftui.tui.settings import ExplorerSettings
@@ -70,7 +73,8 @@ class ExplorerScreen(Screen):
             self.figures = figures
 
     class Refused(Message):
-        """The core refused the configuration of request `generation` (a SpecError)."""
+        """The computation of request `generation` failed: the core refused the
+        configuration (a SpecError), or an unexpected exception (its type and message)."""
 
         def __init__(self, generation: int, reason: str) -> None:
             super().__init__()
@@ -120,8 +124,8 @@ class ExplorerScreen(Screen):
     def _compute(self, settings: ExplorerSettings, generation: int) -> None:
         try:
             figures = compute_figures(settings)
-        except SpecError as error:
-            self.post_message(self.Refused(generation, str(error)))
+        except Exception as error:  # said in place: an escaping one would end the app
+            self.post_message(self.Refused(generation, failure_text(error)))
             return
         if not get_current_worker().is_cancelled:
             self.post_message(self.Computed(generation, figures))
@@ -166,9 +170,11 @@ class ExplorerScreen(Screen):
         self.request_figures()
 
     def action_scale(self, key: str, factor: float) -> None:
-        """Batch or context ×2 / ÷2. The field shows the new value with the figures it
-        gives (one frame for both: the fastest way to the screen)."""
-        value = max(1, round(getattr(self.settings, key) * factor))
+        """Batch or context ×2 / ÷2, within the range the field accepts. The field shows
+        the new value with the figures it gives (one frame for both: the fastest way to
+        the screen)."""
+        value = max(1, min(round(getattr(self.settings, key) * factor),
+                           int(BOUNDS[key].maximum)))
         self.settings = self.settings.with_changes(**{key: value})
         self.query_one(Controls).adopt(self.settings)
         self._controls_behind = True
@@ -223,8 +229,8 @@ class ExplorerScreen(Screen):
 
         try:
             paths = export_explorer(figures, self.app.output_dir)
-        except OSError as error:
-            self.app.call_from_thread(self.notify, f"export failed: {error}",
+        except Exception as error:  # a full disk, a read-only folder: said, not raised
+            self.app.call_from_thread(self.notify, f"export failed: {failure_text(error)}",
                                       severity="error")
             return
         self.app.call_from_thread(self.notify, "exported " + " and ".join(map(str, paths)),

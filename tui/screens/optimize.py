@@ -12,6 +12,9 @@ model, dtypes, profile and tensor parallelism are the Explorer's when the view o
 The search is `rooftui.sweeps.optimize.optimize`, the same as the CLI's, so the numbers
 are `sweep optimize`'s; a new run (or `c`) abandons the one in flight (it stops at the
 next candidate) and a stale candidate is never drawn (each carries its run's number).
+Every field accepts what the CLI's option of the same meaning accepts (`rooftui.core.
+limits`): a value outside it marks the field and the status line says why; a search that
+fails says so there too, and the view stays open.
 """
 
 from __future__ import annotations
@@ -39,30 +42,31 @@ from rooftui.sweeps.optimize import (
     Result,
     optimize,
 )
+from rooftui.tui.failures import failure_text
 from rooftui.tui.keys import COMMON_BINDINGS
+from rooftui.tui.number_fields import ParsedValidator, parse_number, parse_numbers
 from rooftui.tui.settings import ExplorerSettings
 from rooftui.tui.widgets.pareto_plot import ParetoPlot
 
-# (field id, label, default text)
-FIELDS = (("slo-ttft", "TTFT ≤ s", "2"), ("slo-tpot", "TPOT ≤ s", "0.1"),
-          ("attainment", "share", "0.9"), ("batches", "batches", "8,16,32,64,128,256"),
-          ("budgets", "budgets", "256,512,1024,2048,4096"),
-          ("requests", "requests", str(DEFAULT_REQUESTS)))
+# (field id, label, default text, how its text is read: `sweep optimize`'s bounds)
+FIELDS = (
+    ("slo-ttft", "TTFT ≤ s", "2", lambda text: parse_number(text, "slo_ttft", "TTFT")),
+    ("slo-tpot", "TPOT ≤ s", "0.1", lambda text: parse_number(text, "slo_tpot", "TPOT")),
+    ("attainment", "share", "0.9", lambda text: parse_number(text, "attainment", "share")),
+    ("batches", "batches", "8,16,32,64,128,256",
+     lambda text: parse_numbers(text, "max_batch", "batches")),
+    ("budgets", "budgets", "256,512,1024,2048,4096",
+     lambda text: parse_numbers(text, "token_budget", "budgets")),
+    ("requests", "requests", str(DEFAULT_REQUESTS),
+     lambda text: parse_number(text, "requests", "requests")),
+)
+READERS = {field: read for field, _, _, read in FIELDS}
+READY = "r: run the search"
 SHADES = ("#3b0f70", "#641a80", "#8c2981", "#de4968", "#fe9f6d", "#fcfdbf")  # magma, low→high
 
 
 class _Abandoned(Exception):
     """Raised inside the worker to stop a search nobody waits for any more."""
-
-
-def _numbers(text: str, what: str, kind=int) -> list:
-    try:
-        values = [kind(part) for part in text.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise SpecError(f"{what}: expected numbers separated by commas, got {text!r}") from None
-    if not values or min(values) <= 0:
-        raise SpecError(f"{what}: expected numbers > 0, got {text!r}")
-    return values
 
 
 class OptimizeScreen(Screen):
@@ -117,7 +121,8 @@ class OptimizeScreen(Screen):
         self._budgets: list[int] = []
         self._candidates: list[Candidate] = []
         self._policy_chunked = True
-        self._running = False
+        self._searching = False  # not `_running`: Textual's own, of the message loop
+        self._refused = False  # the status line says why a value or a search was refused
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="optimize-body"):
@@ -128,11 +133,13 @@ class OptimizeScreen(Screen):
                     yield Select([(name, name) for name in shipped_names("workloads")],
                                  value="sharegpt-8k", allow_blank=False, compact=True,
                                  id="optimize-workload")
-                for field, label, default in FIELDS:
+                for field, label, default, read in FIELDS:
                     with Horizontal(classes="control-row"):
                         yield Label(label)
-                        yield Input(default, compact=True, id=f"optimize-{field}")
-                yield Static("r: run the search", id="optimize-status")
+                        yield Input(default, compact=True, id=f"optimize-{field}",
+                                    validators=[ParsedValidator(read)],
+                                    validate_on=["changed"])
+                yield Static(READY, id="optimize-status")
             with Vertical(id="optimize-results"):
                 yield Static("", id="optimize-best")
                 yield DataTable(id="optimize-heatmap", cursor_type="none", zebra_stripes=False)
@@ -149,24 +156,22 @@ class OptimizeScreen(Screen):
 
     # --- the search ----------------------------------------------------------------------
     def _inputs(self) -> tuple[Problem, Objective, list[int], list[int]]:
-        def text(field: str) -> str:
-            return self.query_one(f"#optimize-{field}", Input).value
+        """What the fields say; a SpecError for the first one that is refused."""
+        def value(field: str):
+            return READERS[field](self.query_one(f"#optimize-{field}", Input).value)
 
-        ttft, tpot, share = (_numbers(text(f), f, float)[0]
-                             for f in ("slo-ttft", "slo-tpot", "attainment"))
-        objective = Objective(ttft_s=ttft, tpot_s=tpot, attainment=share)
+        objective = Objective(ttft_s=value("slo-ttft"), tpot_s=value("slo-tpot"),
+                              attainment=value("attainment"))
         workload = load_workload(str(self.query_one("#optimize-workload", Select).value))
-        requests = _numbers(text("requests"), "requests")[0]
         problem = Problem(config=self.settings.with_changes(
-            batch=1, prefill=0).config(), workload=workload, requests=requests)
-        return (problem, objective, _numbers(text("batches"), "batches"),
-                _numbers(text("budgets"), "budgets"))
+            batch=1, prefill=0).config(), workload=workload, requests=value("requests"))
+        return problem, objective, value("batches"), value("budgets")
 
     def action_run(self) -> None:
         try:
             problem, objective, batches, budgets = self._inputs()
-        except SpecError as error:
-            self._status(f"[red]{error}[/]")
+        except Exception as error:  # a refused field or configuration, said in place
+            self._refusal(failure_text(error))
             return
         self._run += 1
         self.result, self._candidates = None, []
@@ -176,11 +181,23 @@ class OptimizeScreen(Screen):
         self.query_one("#optimize-best", Static).update("")
         self.query_one(ParetoPlot).clear()
         self._status(f"searching {len(self._batches) * len(self._budgets)} candidates …")
-        self._running = True
+        self._searching = True
         self._search(self._run, problem, objective, self._batches, self._budgets)
 
     def on_input_submitted(self) -> None:
         self.action_run()
+
+    def on_input_changed(self) -> None:
+        """A refused value is said at once (its validator marks the field red), and
+        once every field is valid again, so is that."""
+        for field, read in READERS.items():
+            try:
+                read(self.query_one(f"#optimize-{field}", Input).value)
+            except SpecError as error:
+                self._refusal(str(error))
+                return
+        if self._refused and not self._searching:
+            self._status(READY)
 
     @work(thread=True, exclusive=True, group="optimize")
     def _search(self, run: int, problem: Problem, objective: Objective, batches: list[int],
@@ -196,15 +213,15 @@ class OptimizeScreen(Screen):
             result = optimize(problem, objective, batches, budgets, on_candidate=on_candidate)
         except _Abandoned:
             return
-        except SpecError as error:
-            self.post_message(self.SearchDone(run, None, str(error)))
+        except Exception as error:  # said in place: an escaping one would end the app
+            self.post_message(self.SearchDone(run, None, failure_text(error)))
             return
         self.post_message(self.SearchDone(run, result))
 
     def action_abandon(self) -> None:
-        if self._running:
+        if self._searching:
             self._run += 1  # the worker stops at its next candidate
-            self._running = False
+            self._searching = False
             self.workers.cancel_group(self, "optimize")
             self._status("cancelled; r runs again")
 
@@ -219,9 +236,9 @@ class OptimizeScreen(Screen):
     def on_optimize_screen_search_done(self, message: SearchDone) -> None:
         if message.run != self._run:
             return
-        self._running = False
+        self._searching = False
         if message.error is not None:
-            self._status(f"[red]{message.error}[/]")
+            self._refusal(message.error)
             return
         self.result = message.result
         self._candidates = list(message.result.candidates)
@@ -244,7 +261,13 @@ class OptimizeScreen(Screen):
 
     # --- drawing ---------------------------------------------------------------------------
     def _status(self, markup: str) -> None:
+        self._refused = False
         self.query_one("#optimize-status", Static).update(Text.from_markup(markup))
+
+    def _refusal(self, reason: str) -> None:
+        """A red status line (plain text: a value the user typed is never markup)."""
+        self._refused = True
+        self.query_one("#optimize-status", Static).update(Text(reason, style="red"))
 
     def _reset_tables(self) -> None:
         heatmap = self.query_one("#optimize-heatmap", DataTable)

@@ -3,7 +3,8 @@ of any metric against any axis, and Enter on a row to open it in the Explorer.
 
 Only one page of rows (100) is ever read for the table, and at most a few thousand
 sampled rows for the plot; both in worker threads, exclusive per kind, each result tagged
-with the request's generation so a stale one is dropped.
+with the request's generation so a stale one is dropped. A worker's failure (an unreadable
+shard, a bug) comes back as a message that the view shows; the app keeps running.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from textual.widgets import DataTable, Footer, Static, Tab, Tabs
 from rooftui.core import units
 from rooftui.core.errors import SpecError
 from rooftui.core.point import point_report
+from rooftui.tui.failures import failure_text
 from rooftui.tui.keys import COMMON_BINDINGS
 from rooftui.tui.results_query import PAGE_ROWS, PlotChoice, Query
 from rooftui.tui.settings import ExplorerSettings
@@ -81,7 +83,8 @@ class ResultsScreen(Screen):
             self.total = total
 
     class ReadFailed(Message):
-        """A query the results could not answer (an unreadable shard): said, not raised."""
+        """A query the results could not answer (an unreadable shard, a bug): said, not
+        raised."""
 
         def __init__(self, reason: str) -> None:
             super().__init__()
@@ -129,8 +132,8 @@ class ResultsScreen(Screen):
 
         try:
             self.post_message(self.Opened(ResultsData(self.directory)))
-        except SpecError as error:
-            self.post_message(self.OpenFailed(str(error)))
+        except Exception as error:  # said in place: an escaping one would end the app
+            self.post_message(self.OpenFailed(failure_text(error)))
 
     def on_results_screen_open_failed(self, message: OpenFailed) -> None:
         self.query_one("#results-opening", Static).update(Text(message.reason, style="red"))
@@ -183,8 +186,8 @@ class ResultsScreen(Screen):
     def _load_page(self, query: Query, offset: int, generation: int) -> None:
         try:
             self.post_message(self.PageLoaded(generation, self.data.page(query, offset)))
-        except SpecError as error:
-            self.post_message(self.ReadFailed(str(error)))
+        except Exception as error:
+            self.post_message(self.ReadFailed(failure_text(error)))
 
     @work(thread=True, exclusive=True, group="results-plot")
     def _load_plot(self, query: Query, plot: PlotChoice, generation: int) -> None:
@@ -194,8 +197,8 @@ class ResultsScreen(Screen):
         try:
             sample = self.data.plot_sample(query, columns)
             self.post_message(self.PlotLoaded(generation, sample, self.data.count(query)))
-        except SpecError as error:
-            self.post_message(self.ReadFailed(str(error)))
+        except Exception as error:
+            self.post_message(self.ReadFailed(failure_text(error)))
 
     @work(thread=True, group="results-values")
     def _load_values(self) -> None:
@@ -203,8 +206,8 @@ class ResultsScreen(Screen):
         try:
             for column in self.data.axes + self.data.categories:
                 self.post_message(self.ValuesLoaded(column, self.data.distinct(column)))
-        except SpecError as error:
-            self.post_message(self.ReadFailed(str(error)))
+        except Exception as error:
+            self.post_message(self.ReadFailed(failure_text(error)))
 
     def on_results_screen_page_loaded(self, message: PageLoaded) -> None:
         if message.generation != self._generation["page"]:
@@ -234,7 +237,8 @@ class ResultsScreen(Screen):
             x=plot.x, y=plot.y, colour=plot.colour, total=message.total)
 
     def on_results_screen_read_failed(self, message: ReadFailed) -> None:
-        self.notify(message.reason, severity="error", timeout=10)
+        self.query_one("#results-status", Static).update(Text.assemble(
+            (self.directory.name, "bold"), " · ", (message.reason, "red")))
 
     def on_results_screen_values_loaded(self, message: ValuesLoaded) -> None:
         self.query_one(ResultsControls).set_values(message.column, message.values)
@@ -351,8 +355,8 @@ class ResultsScreen(Screen):
                 title=f"{plot.y} vs {plot.x} · {self.directory.name}"
                       + (f" · {where}" if where else ""),
                 output_dir=self.app.output_dir)
-        except OSError as error:
-            self.app.call_from_thread(self.notify, f"export failed: {error}",
+        except Exception as error:  # a full disk, a read-only folder: said, not raised
+            self.app.call_from_thread(self.notify, f"export failed: {failure_text(error)}",
                                       severity="error")
             return
         self.app.call_from_thread(self.notify, f"exported {path}", title="Export")

@@ -1,15 +1,18 @@
 """The Explorer's controls: one row per `ControlSpec`, built from a declarative list.
 
 A control edits one field of `ExplorerSettings`. A valid change posts `Controls.Changed`;
-bad input (a negative batch, text in a number field) is refused in place: the field is
-marked, a message under the controls says what is expected, and nothing is posted, so the
-figures keep showing the last valid configuration.
+bad input (a negative batch, text in a number field, a value outside the range
+`sweep point` accepts: `rooftui.core.limits`) is refused in place: the field is marked, a
+message under the controls says what is expected, and nothing is posted, so the figures
+keep showing the last valid configuration. A spec given by path (`rooftui --model PATH`)
+is offered beside the shipped ones, labelled by its name and file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from rich.text import Text
@@ -18,20 +21,43 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import Reactive
-from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label, Select, Static
+from textual.widgets.select import InvalidSelectValueError
 
 from rooftui.core.dtypes import BYTES_PER_ELEMENT
 from rooftui.core.errors import SpecError
 from rooftui.core.point import PointConfig
 from rooftui.core.spec_files import shipped_names
+from rooftui.tui.number_fields import ParsedValidator, parse_number
 from rooftui.tui.settings import ExplorerSettings, cached_gpu, cached_model, cached_profile
 
 Choices = Callable[[ExplorerSettings], list[tuple[str, object]]]
 
 
-def _names(kind: str) -> Choices:
-    return lambda settings: [(name, name) for name in shipped_names(kind)]
+LOADERS = {"gpus": cached_gpu, "models": cached_model, "profiles": cached_profile}
+
+
+def _names(kind: str, key: str) -> Choices:
+    """The shipped specs, and the one the settings' `key` names when it is not one of
+    them (a file or a folder given by path)."""
+    def choices(settings: ExplorerSettings) -> list[tuple[str, object]]:
+        names = shipped_names(kind)
+        current = getattr(settings, key)
+        given = [] if current is None or current in names else [
+            (_path_label(kind, current), current)]
+        return [(name, name) for name in names] + given
+    return choices
+
+
+def _path_label(kind: str, path: str) -> str:
+    """The spec's own name and its file, "H100 custom (my-gpu.toml)"; the file (or the
+    folder) alone for a config.json, whose name is its path."""
+    try:
+        name = LOADERS[kind](path).name
+    except SpecError:
+        return path
+    file = Path(path).name
+    return file if Path(name) == Path(path) else f"{name} ({file})"
 
 
 def _default_dtype(settings: ExplorerSettings, attribute: str) -> str:
@@ -77,84 +103,53 @@ def _profile_value(key: str) -> Callable[[ExplorerSettings], str]:
 
 @dataclass(frozen=True)
 class ControlSpec:
-    """One control. `kind`: a `select` of `choices`, a whole number >= `minimum`, or an
-    optional fraction in (0, 1] (blank: None, shown as `placeholder`). `depends_on`:
-    fields whose change rebuilds this control's choices or placeholder."""
+    """One control. `kind`: a `select` of `choices`, or a `number` in the range
+    `rooftui.core.limits.BOUNDS[key]` gives the CLI's option of the same name; with
+    `blank`, an empty field is None (shown as `placeholder`). `depends_on`: fields whose
+    change rebuilds this control's choices or placeholder."""
 
     key: str  # the ExplorerSettings field it edits
     label: str
-    kind: Literal["select", "whole", "fraction"]
+    kind: Literal["select", "number"]
     help: str
     choices: Choices | None = None
-    minimum: int = 0
+    blank: bool = False
     depends_on: tuple[str, ...] = ()
     placeholder: Callable[[ExplorerSettings], str] | None = None
 
 
 CONTROLS: tuple[ControlSpec, ...] = (
-    ControlSpec("gpu", "GPU", "select", "Shipped GPU spec", _names("gpus")),
-    ControlSpec("model", "model", "select", "Shipped model spec", _names("models")),
+    ControlSpec("gpu", "GPU", "select", "GPU spec", _names("gpus", "gpu")),
+    ControlSpec("model", "model", "select", "Model spec", _names("models", "model")),
     ControlSpec("weight_dtype", "weights", "select", "Weight format",
                 _dtypes("resolved_weight_dtype", "model"), depends_on=("model",)),
     ControlSpec("kv_dtype", "KV dtype", "select", "KV-cache format",
                 _dtypes("resolved_kv_dtype", "auto"), depends_on=("model",)),
-    ControlSpec("batch", "batch", "whole", "Decode sequences in the step"),
-    ControlSpec("context", "context", "whole", "Tokens cached per sequence"),
+    ControlSpec("batch", "batch", "number", "Decode sequences in the step"),
+    ControlSpec("context", "context", "number", "Tokens cached per sequence"),
     ControlSpec("kv_heads", "KV heads", "select", "KV heads (query heads per KV head)",
                 _kv_heads, depends_on=("model",)),
-    ControlSpec("prefill", "prefill", "whole", "Prefill tokens in the step (a chunk)"),
-    ControlSpec("profile", "profile", "select", "Assumption profile", _names("profiles")),
-    ControlSpec("mfu", "MFU", "fraction", "Fraction of peak FLOP/s (blank: profile's)",
-                depends_on=("profile",), placeholder=_profile_value("mfu")),
-    ControlSpec("mbu", "MBU", "fraction", "Fraction of bandwidth (blank: profile's)",
-                depends_on=("profile",), placeholder=_profile_value("mbu")),
-    ControlSpec("tp", "TP", "whole", "GPUs one replica is split over (tensor parallel)",
-                minimum=1),
-    ControlSpec("spec_tokens", "spec tok", "whole",
+    ControlSpec("prefill", "prefill", "number", "Prefill tokens in the step (a chunk)"),
+    ControlSpec("profile", "profile", "select", "Assumption profile",
+                _names("profiles", "profile")),
+    ControlSpec("mfu", "MFU", "number", "Fraction of peak FLOP/s (blank: profile's)",
+                blank=True, depends_on=("profile",), placeholder=_profile_value("mfu")),
+    ControlSpec("mbu", "MBU", "number", "Fraction of bandwidth (blank: profile's)",
+                blank=True, depends_on=("profile",), placeholder=_profile_value("mbu")),
+    ControlSpec("tp", "TP", "number", "GPUs one replica is split over (tensor parallel)"),
+    ControlSpec("spec_tokens", "spec tok", "number",
                 "Speculative decoding: tokens drafted per sequence and step"),
-    ControlSpec("acceptance", "accept", "fraction",
-                "Acceptance rate of a drafted token (with spec tokens)"),
+    ControlSpec("acceptance", "accept", "number",
+                "Acceptance rate of a drafted token (with spec tokens)", blank=True),
     ControlSpec("draft_model", "draft", "select",
                 "Draft model proposing the tokens (none: free, n-gram or lookup)",
-                lambda settings: [("none", None)] + _names("models")(settings)),
+                lambda settings: [("none", None)] + _names("models", "draft_model")(settings)),
 )
 
 
 def parse(spec: ControlSpec, text: str) -> int | float | None:
     """The value typed into a number field; SpecError saying what is expected if bad."""
-    text = text.strip().replace(",", "").replace("_", "")
-    if spec.kind == "fraction":
-        if not text:
-            return None
-        try:
-            value = float(text)
-        except ValueError:
-            raise SpecError(f"{spec.label}: a number in (0, 1], or blank; got {text!r}") from None
-        if not 0 < value <= 1:
-            raise SpecError(f"{spec.label}: must be in (0, 1], got {text}")
-        return value
-    try:
-        value = int(text)
-    except ValueError:
-        raise SpecError(f"{spec.label}: a whole number >= {spec.minimum}, got {text!r}") from None
-    if value < spec.minimum:
-        raise SpecError(f"{spec.label}: must be >= {spec.minimum}, got {value}")
-    return value
-
-
-class _FieldValidator(Validator):
-    """Marks the Input invalid (red) with `parse`'s message."""
-
-    def __init__(self, spec: ControlSpec) -> None:
-        super().__init__()
-        self.spec = spec
-
-    def validate(self, value: str) -> ValidationResult:
-        try:
-            parse(self.spec, value)
-        except SpecError as error:
-            return self.failure(str(error))
-        return self.success()
+    return parse_number(text, spec.key, spec.label, blank=spec.blank)
 
 
 # Characters that are never part of a number: the Explorer binds them to batch and
@@ -219,7 +214,8 @@ class Controls(VerticalScroll, can_focus=False):
         placeholder = spec.placeholder(self._settings) if spec.placeholder else ""
         return NumberInput(_text(current), placeholder=placeholder, compact=True,
                            id=field_id, tooltip=spec.help,
-                           validators=[_FieldValidator(spec)], validate_on=["changed"])
+                           validators=[ParsedValidator(lambda text: parse(spec, text))],
+                           validate_on=["changed"])
 
     def field(self, key: str) -> Input | Select:
         return self.query_one(f"#control-{key.replace('_', '-')}")
@@ -276,7 +272,7 @@ class Controls(VerticalScroll, can_focus=False):
             with widget.prevent(Select.Changed, Input.Changed):
                 if spec.kind == "select":
                     if spec.key in changed:
-                        widget.value = value
+                        self._select(spec, widget, value)
                 elif parse_or_none(spec, widget.value) != value:  # also drops refused text
                     widget.value = _text(value)
         fixed = self.query_one("#control-fixed", Static)
@@ -284,6 +280,14 @@ class Controls(VerticalScroll, can_focus=False):
         if fixed.content != text:
             fixed.update(text)
         self.show_message("")
+
+    def _select(self, spec: ControlSpec, widget: Select, value: object) -> None:
+        """Choose `value`; one the select does not offer (a sweep row's spec file) is
+        added by rebuilding its choices."""
+        try:
+            widget.value = value
+        except InvalidSelectValueError:
+            self._refresh_dependent(spec)
 
     def show_message(self, message: str, style: str = "red") -> None:
         """A line under the controls (plain text: user input is never read as markup)."""
