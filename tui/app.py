@@ -139,9 +139,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                     "Explorer. Keys: ? for help, ctrl+p for every action, q to quit.")
     parser.add_argument("results_dir", nargs="?", type=Path, metavar="RESULTS_DIR",
                         help="a `sweep run` output directory (manifest.json, points/*.parquet)")
-    parser.add_argument("--gpu", default=ExplorerSettings.gpu, help="start on this GPU")
+    parser.add_argument("--gpu", default=ExplorerSettings.gpu,
+                        help="start on this GPU: a shipped name or a GPU TOML file")
     parser.add_argument("--model", default=ExplorerSettings.model,
-                        help="start on this model")
+                        help="start on this model: a shipped name, a model TOML file, a "
+                             "config.json or a Hugging Face model folder (holding one)")
     parser.add_argument("--batch", type=int, default=ExplorerSettings.batch,
                         help="start with this many decode sequences [default: 1]")
     parser.add_argument("--context", type=int, default=ExplorerSettings.context,
