@@ -5,9 +5,11 @@ start. The Explorer's export is the charts catalogue's own roofline and throughp
 (`rooftui.sweeps.charts`) drawn over the current configuration at a range of batch sizes,
 one file each (the catalogue's charts carry legend selections that Vega refuses twice in
 one page); the Results view's is its plot (a metric against an axis, coloured by a third
-column), which the catalogue has no chart for. All are written by the catalogue's
-`save_chart` (temporary file, then rename) under `output_dir` (default `outputs/`), in
-files named after what they show.
+column), which the catalogue has no chart for. All are written under `output_dir`
+(default `outputs/`), in files named after what they show, through
+`rooftui.sweeps.output_files` (a temporary file renamed into place): a failure (a
+read-only folder, a full disk, a file where the folder should be) is a one-line SpecError
+and leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import altair as alt
 import numpy as np
 import polars as pl
 
-from rooftui.sweeps.charts import roofline_chart, save_chart, throughput_vs_batch_chart
+from rooftui.sweeps.charts import EMBED_OPTIONS, roofline_chart, throughput_vs_batch_chart
+from rooftui.sweeps.output_files import atomic_path, make_folder
 from rooftui.tui.figures import ExplorerFigures, evaluate_batches
 
 BOUND_SUFFIX = "compute_bound"  # the core's booleans; sweep results hold them as words
@@ -30,13 +33,22 @@ def _slug(text: object) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", str(text).lower()).strip("-")
 
 
-def _unique_stem(output_dir: Path, stem: str) -> Path:
+def _unique_path(output_dir: Path, stem: str) -> Path:
+    """`output_dir`/`stem`-`time`.html, numbered if that exists; the folder is made."""
+    make_folder(output_dir)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    candidate, counter = output_dir / f"{stem}-{stamp}", 1
-    while candidate.with_suffix(".html").exists():
+    candidate, counter = output_dir / f"{stem}-{stamp}.html", 1
+    while candidate.exists():
         counter += 1
-        candidate = output_dir / f"{stem}-{stamp}-{counter}"
+        candidate = output_dir / f"{stem}-{stamp}-{counter}.html"
     return candidate
+
+
+def _save_html(chart: alt.TopLevelMixin, path: Path) -> Path:
+    """The chart as a self-contained HTML page (opens offline), written atomically."""
+    with atomic_path(path) as temporary:
+        chart.save(temporary, format="html", inline=True, embed_options=EMBED_OPTIONS)
+    return path
 
 
 def explorer_frame(figures: ExplorerFigures) -> pl.DataFrame:
@@ -72,7 +84,7 @@ def export_explorer(figures: ExplorerFigures, output_dir: Path) -> list[Path]:
     stem = "-".join(_slug(part) for part in (
         "explorer", figures.settings.gpu, figures.settings.model,
         f"b{report['batch']}", f"s{report['context']}"))
-    return [save_chart(chart, _unique_stem(output_dir, f"{stem}-{name}"))[0]
+    return [_save_html(chart, _unique_path(output_dir, f"{stem}-{name}"))
             for name, chart in (("roofline", roofline_chart(frame)),
                                 ("throughput", throughput_vs_batch_chart(frame)))]
 
@@ -100,4 +112,4 @@ def export_results(rows: pl.DataFrame, *, x: str, y: str, colour: str | None, lo
                                                 height=400)
     stem = "-".join(_slug(part) for part in ("results", y, "vs", x) + ((colour,) if colour
                                                                          else ()))
-    return save_chart(chart, _unique_stem(output_dir, stem))[0]
+    return _save_html(chart, _unique_path(output_dir, stem))

@@ -112,3 +112,51 @@ async def test_results_export_draws_in_a_browser(tmp_path):
     page = render_in_browser(path, tmp_path / "browser")
     assert page.errors == [] and page.requests == []
     assert page.count("points") == 120  # a point per row of the plot's sample
+
+
+async def export_failure(pilot) -> str:
+    """The one line `e` says when the export fails."""
+    def said() -> list[str]:
+        return [str(n.message) for n in pilot.app._notifications
+                if str(n.message).startswith("export failed")]
+
+    await pilot.press("e")
+    await settle(pilot, until=said)
+    assert pilot.app.is_running
+    (message,) = said()
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+@pilot_test
+async def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path, where):
+    blocker = tmp_path / "outputs"
+    blocker.write_text("not a folder")
+    output_dir = blocker if where == "a file" else blocker / "charts"
+    async with RooftuiApp(output_dir=output_dir).run_test(size=(80, 24)) as pilot:
+        await wait_for_explorer(pilot)
+        message = await export_failure(pilot)
+    assert message == (f"export failed: cannot create the folder {output_dir}: a file "
+                       "stands where a folder is expected")
+    assert blocker.read_text() == "not a folder"
+
+
+@pilot_test
+async def test_a_full_disk_during_export_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+
+    import altair as alt
+
+    def fill_the_disk(chart, path, **options):
+        path.write_text("<!DOCTYPE html><html><head>")  # half a page, then no space
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(alt.TopLevelMixin, "save", fill_the_disk)
+    output_dir = tmp_path / "outputs"
+    async with RooftuiApp(output_dir=output_dir).run_test(size=(80, 24)) as pilot:
+        await wait_for_explorer(pilot)
+        message = await export_failure(pilot)
+    assert message.startswith(f"export failed: cannot write {output_dir}/explorer-")
+    assert message.endswith(": no space left on the device")
+    assert list(output_dir.iterdir()) == []  # no half-written file, no temporary
