@@ -186,3 +186,20 @@ def test_a_row_carries_the_inputs_without_a_control():
                                        "compute_dtype": "bf16", "overlap": "parts",
                                        "kv_write": True, "memory_reserve_gb": 0.0})
     assert plain.fixed_inputs() == []
+
+
+@pilot_test
+async def test_a_query_that_fails_is_a_line_in_the_status(results_dir, monkeypatch):
+    async with RooftuiApp(results_dir).run_test(size=(80, 24)) as pilot:
+        screen = await wait_for_results(pilot)
+
+        def broken(self, query, offset):
+            raise OSError("shard vanished\nsecond line")
+
+        monkeypatch.setattr(ResultsData, "page", broken)
+        await pilot.press("n")
+        await settle(pilot)
+        assert pilot.app.is_running and pilot.app.screen is screen
+        status = shown_text(screen.query_one("#results-status"))
+        assert "OSError: shard vanished" in status and "second line" not in status
+        assert screen.page.offset == 0  # the page shown stays
