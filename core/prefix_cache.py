@@ -25,7 +25,7 @@ more capacity in any tier never lowers the hit count of a fixed sequence of requ
 (LRU's inclusion property; `replay_hits` replays one).
 
 Memory is linear in the cached blocks: a chain whose last block is dropped is forgotten,
-and the heaps are rebuilt when stale entries outnumber live chains.
+and each tier's heap holds at most one entry per chain.
 """
 
 from __future__ import annotations
@@ -118,7 +118,11 @@ class PrefixCache:
         # chain -> [[end, stamp], ...] from the tail segment (oldest) to the head (newest)
         self.segments: dict[int, list[list[int]]] = {}
         self.size = [0] * self.tiers
+        # per tier, (stamp, chain) with at most one entry per chain (those in `queued`):
+        # an entry's stamp is at most the chain's tail stamp there, and is corrected
+        # when it comes up, so the heaps stay as large as the chains
         self.heaps: list[list[tuple[int, int]]] = [[] for _ in capacities]
+        self.queued: list[set[int]] = [set() for _ in capacities]
         self.clock = 0
         self.evicted = 0  # blocks dropped from the last tier
 
@@ -156,38 +160,42 @@ class PrefixCache:
         self.clock += 1
         stamp = self.clock
         segments = self.segments.get(chain)
+        size = self.size
         if segments is None:
             self.segments[chain] = [[blocks, stamp]]
             self.ends[chain] = [blocks] * self.tiers
-            self.size[0] += blocks
-            heapq.heappush(self.heaps[0], (stamp, chain))
+            size[0] += blocks
+            self._queue(0, stamp, chain)
             return
-        while segments and segments[-1][0] <= blocks:
+        ends = self.ends[chain]
+        if blocks >= ends[-1]:  # all it caches and maybe more: one segment, all in HBM
+            size[0] += blocks - ends[0]
+            for tier in range(1, self.tiers):
+                size[tier] -= ends[tier] - ends[tier - 1]
+            segments[:] = [[blocks, stamp]]
+            ends[:] = [blocks] * self.tiers
+            self._queue(0, stamp, chain)
+            return
+        while segments[-1][0] <= blocks:  # a segment past `blocks` remains
             segments.pop()
         segments.append([blocks, stamp])
-        ends = self.ends[chain]
         before = 0
         for tier in range(self.tiers):  # each tier's range [before, end) loses [.., blocks)
             count = ends[tier] - before
             before = ends[tier]
             if ends[tier] < blocks:
                 ends[tier] = blocks
-            self.size[tier] += (ends[tier] - (ends[tier - 1] if tier else 0)) - count
+            size[tier] += (ends[tier] - (ends[tier - 1] if tier else 0)) - count
         if ends[0] == blocks:  # the HBM tail is now the touched block
-            heapq.heappush(self.heaps[0], (stamp, chain))
+            self._queue(0, stamp, chain)
 
-    def _tail_stamp(self, chain: int, tier: int) -> int | None:
-        """Stamp of the last block of `chain` in `tier`, None when it holds none there."""
-        ends = self.ends.get(chain)
-        if ends is None:
-            return None
-        end, start = ends[tier], ends[tier - 1] if tier else 0
-        if end <= start:
-            return None
-        for segment_end, stamp in reversed(self.segments[chain]):  # head first
-            if segment_end >= end:  # the segment holding block end - 1
-                return stamp
-        raise AssertionError("segments do not cover the cached prefix")
+    def _queue(self, tier: int, stamp: int, chain: int) -> None:
+        """Make sure `chain` has an entry in `tier`'s heap (an older one stays: it is
+        corrected when it comes up)."""
+        queued = self.queued[tier]
+        if chain not in queued:
+            queued.add(chain)
+            heapq.heappush(self.heaps[tier], (stamp, chain))
 
     def fit(self) -> None:
         """Evict, least recent first, until every tier holds at most its capacity."""
@@ -197,41 +205,47 @@ class PrefixCache:
 
     def _evict(self, tier: int) -> None:
         heap, last, size = self.heaps[tier], tier == self.tiers - 1, self.size
+        queued = self.queued[tier]
+        all_ends, all_segments = self.ends, self.segments
+        pop, push = heapq.heappop, heapq.heappush
         capacity = int(self.capacity[tier])
         while size[tier] > capacity:
-            stamp, chain = heapq.heappop(heap)
-            ends = self.ends.get(chain)
+            stamp, chain = pop(heap)
+            ends = all_ends.get(chain)
             if ends is None:
-                continue  # stale: dropped since
+                queued.discard(chain)
+                continue  # dropped since
             start, end = (ends[tier - 1] if tier else 0), ends[tier]
             if end <= start:
-                continue  # stale: nothing of it left in this tier
-            segments = self.segments[chain]
+                queued.discard(chain)
+                continue  # nothing of it left in this tier
+            segments = all_segments[chain]
             index = len(segments) - 1  # from the head: the segment holding block end - 1
             while segments[index][0] < end:
                 index -= 1
-            if segments[index][1] != stamp:
-                continue  # stale: touched since
+            if segments[index][1] != stamp:  # touched since: queue it at its tail stamp
+                push(heap, (segments[index][1], chain))
+                continue
             # this segment's blocks in this tier: down to the next newer segment's end
             newer = segments[index + 1] if index + 1 < len(segments) else None
-            floor = newer[0] if newer else 0
-            movable = end - max(start, floor)
-            moved = min(movable, size[tier] - capacity)
+            floor = newer[0] if newer is not None and newer[0] > start else start
+            movable = end - floor
+            excess = size[tier] - capacity
+            moved = movable if movable < excess else excess
             ends[tier] = end - moved
             size[tier] -= moved
             if last:
                 self.evicted += moved
                 self._drop_tail(chain)
             else:
-                if ends[tier + 1] <= end:  # the tier below held none of this chain
-                    heapq.heappush(self.heaps[tier + 1], (stamp, chain))
+                self._queue(tier + 1, stamp, chain)
                 size[tier + 1] += moved
             if moved < movable:
-                heapq.heappush(heap, (stamp, chain))  # the rest of the segment stays
-            elif ends[tier] > start:  # the next newer segment is this tier's tail now
-                heapq.heappush(heap, (newer[1], chain))
-        if len(heap) > 2 * len(self.ends) + 64:
-            self._rebuild(tier)
+                push(heap, (stamp, chain))  # the rest of the segment stays
+            elif floor > start:  # the next newer segment is this tier's tail now
+                push(heap, (newer[1], chain))
+            else:
+                queued.discard(chain)
 
     def _drop_tail(self, chain: int) -> None:
         """Forget the segments past the chain's last cached block, and the chain when none."""
@@ -246,11 +260,6 @@ class PrefixCache:
         segments[0][0] = cached
         for tier in range(self.tiers):
             ends[tier] = min(ends[tier], cached)
-
-    def _rebuild(self, tier: int) -> None:
-        entries = ((self._tail_stamp(chain, tier), chain) for chain in self.ends)
-        self.heaps[tier] = [entry for entry in entries if entry[0] is not None]
-        heapq.heapify(self.heaps[tier])
 
 
 def replay_hits(runs, capacities: list[float]) -> list[list[int]]:
