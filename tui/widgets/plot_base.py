@@ -15,7 +15,7 @@ from textual.strip import Strip
 from textual.widgets import Static
 from textual_hires_canvas import Canvas, TextAlign
 from textual_plot import HiResMode, PlotWidget
-from textual_plot.plot_widget import Legend
+from textual_plot.plot_widget import Legend, ScatterPlot
 
 from rooftui.tui.widgets.log_axis import LogAxisFormatter
 
@@ -73,6 +73,11 @@ class CellPlot(PlotWidget, can_focus=False):
             for canvas in self.query(Canvas):
                 stack.enter_context(canvas.batch_refresh())
             super()._render_plot()
+            # textual-plot draws vertical lines over the datasets: character markers
+            # (a part, the current batch) go on top again, or a marker on a line is lost
+            for dataset in self._datasets:
+                if isinstance(dataset, ScatterPlot) and dataset.hires_mode is None:
+                    self._render_scatter_plot(dataset)
 
     def _render_y_label(self) -> None:
         # textual-plot centres the y label over the tick labels, which cuts a label
