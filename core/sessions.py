@@ -448,3 +448,32 @@ def parse_generator(spec: str) -> SessionGenerator:
                             growth=law("growth"), output=law("output"), think_s=think,
                             spec=spec)
 
+
+
+GENERATOR_PREFIX = "sessions:"
+
+
+def is_session_source(workload: str) -> bool:
+    """A `sessions:` generator spec, or a session or hash-id trace file."""
+    text = str(workload).strip()
+    return text.lower().startswith(GENERATOR_PREFIX) or (
+        text.lower().endswith(".csv") and is_session_trace(Path(text)))
+
+
+def session_requests(source: str, arrivals: Arrivals, count: int, seed: int,
+                     traces: dict[str, SessionRequests] | None = None) -> SessionRequests:
+    """`count` requests of a session source: generated sessions started at `arrivals`'
+    times, or a trace's first `count` rows replayed at `arrivals`' speed (`traces`: read
+    files, kept between calls)."""
+    text = str(source).strip()
+    if text.lower().startswith(GENERATOR_PREFIX):
+        return parse_generator(text).requests(count, arrivals, seed)
+    if not arrivals.replays_trace:
+        raise SpecError(f"{Path(text).name} is a session trace: it is replayed with "
+                        "--arrival trace (its own times)")
+    if traces is None or text not in traces:
+        trace = read_session_trace(Path(text))
+        if traces is None:
+            return trace.head(count).scaled(arrivals.speed)
+        traces[text] = trace
+    return traces[text].head(count).scaled(arrivals.speed)

@@ -94,7 +94,8 @@ SERVING_AXES = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "tp
                 "token_budget", "policy", "kv_admission", "block_size", "workload",
                 "input_tokens", "output_tokens", "arrival", "rate", "cv", "speed", "requests",
                 "seed", "slo_ttft", "slo_tpot", "quantile", "attainment", "rate_tolerance",
-                "price_per_gpu_hour")
+                "price_per_gpu_hour", "prefix_cache", "cache_capacity_gb", "cpu_tier_gb",
+                "ssd_tier_gb")
 LABELS |= {"tp": "GPUs per replica", "max_batch": "max batch", "token_budget": "token budget",
            "policy": "policy", "kv_admission": "KV admission", "block_size": "block size",
            "workload": "workload", "input_tokens": "input lengths",
@@ -102,7 +103,9 @@ LABELS |= {"tp": "GPUs per replica", "max_batch": "max batch", "token_budget": "
            "cv": "gap CV", "speed": "replay speed", "requests": "requests", "seed": "seed",
            "slo_ttft": "TTFT SLO (s)", "slo_tpot": "TPOT SLO (s)", "quantile": "quantile",
            "attainment": "attainment", "rate_tolerance": "rate tolerance",
-           "price_per_gpu_hour": "price per GPU-hour"}
+           "price_per_gpu_hour": "price per GPU-hour", "prefix_cache": "prefix cache",
+           "cache_capacity_gb": "HBM cache (GB)", "cpu_tier_gb": "CPU tier (GB)",
+           "ssd_tier_gb": "SSD tier (GB)"}
 MAX_ROWS = 15_000
 FLOOR = 4  # values a shown axis keeps before a GPU or model is cut
 CUT_LAST = ("gpu", "model")  # a GPU or model cut from a chart is hidden entirely
@@ -1066,6 +1069,57 @@ def rate_heatmap_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                      *([f"grey, rejected: {legend}"] if legend else [])))
 
 
+def ttft_vs_cache_capacity_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+                                 axes: Dimensions | None = None) -> alt.TopLevelMixin:
+    """TTFT p90 vs the prefix cache's HBM capacity, one colour per policy, one dash per
+    set of lower tiers (CPU and SSD GB), with the prefill hit rate in the tooltip; the
+    capacity axis is symmetric-logarithmic so that 0 (no HBM cache) shows."""
+    import polars as pl
+
+    alt = _altair()
+    title = "TTFT p90 vs prefix-cache capacity"
+    if not _has(frame, "cache_capacity_gb", "ttft_p90_s", "prefix_hit_rate"):
+        return _note(alt, title, "no simulations over a cache_capacity_gb axis here")
+    chart_slice = _serving_slice(
+        frame, {"gpu": 6, "model": 6, "workload": 8, "policy": 3, "cpu_tier_gb": 4,
+                "ssd_tier_gb": 4, "cache_capacity_gb": 32},
+        ["ttft_p90_s", "ttft_p50_s", "tpot_p90_s", "prefix_hit_rate"], fixed=fixed, axes=axes)
+    data = chart_slice.data
+    present = data.columns
+    below = [pl.when(pl.col(column) > 0).then(pl.format(f"{name} {{}} GB",
+                                                        pl.col(column).round(1)))
+             for column, name in (("cpu_tier_gb", "CPU"), ("ssd_tier_gb", "SSD"))
+             if column in present]
+    tiers = pl.concat_str(below, separator=" + ", ignore_nulls=True) if below else pl.lit("")
+    data = data.with_columns(tiers=pl.when(tiers == "").then(pl.lit("none")).otherwise(tiers)
+                             if below else pl.lit("none")).filter(
+        pl.col("ttft_p90_s").is_not_null() & (pl.col("ttft_p90_s") > 0))
+    if "policy" not in present:
+        data = data.with_columns(policy=pl.lit("simulated"))
+    if data.is_empty():
+        return _note(alt, title, "no TTFT in these results")
+    dropdowns = _dropdowns(alt, chart_slice, "gpu", "model", "workload")
+    pick = _legend_selection(alt, "policy")
+    tooltip = [alt.Tooltip("policy:N"), alt.Tooltip("tiers:N", title="tiers"),
+               alt.Tooltip("cache_capacity_gb:Q", title="HBM cache (GB)", format=",.3~g"),
+               alt.Tooltip("ttft_p90_s:Q", title="TTFT p90 (s)", format=",.4~g"),
+               alt.Tooltip("ttft_p50_s:Q", title="TTFT p50 (s)", format=",.4~g"),
+               alt.Tooltip("tpot_p90_s:Q", title="TPOT p90 (s)", format=",.4~g"),
+               alt.Tooltip("prefix_hit_rate:Q", title="prefill tokens cached", format=".1%")]
+    lines = _only_chosen(alt, alt.Chart(data), dropdowns).mark_line(point=True).encode(
+        x=alt.X("cache_capacity_gb:Q", title="HBM for the prefix cache (GB per GPU)",
+                scale=alt.Scale(type="symlog")),
+        y=alt.Y("ttft_p90_s:Q", title="TTFT p90 (s)", scale=alt.Scale(type="log"),
+                axis=alt.Axis(format="~g")),
+        color=alt.Color("policy:N", title="Policy", scale=alt.Scale(scheme="set1")),
+        strokeDash=alt.StrokeDash("tiers:N", title="Tiers below HBM"),
+        detail="tiers:N", opacity=_highlight(alt, pick), tooltip=tooltip,
+    ).add_params(pick, *dropdowns).properties(name="ttft_lines")
+    return lines.properties(width=WIDTH, height=HEIGHT, title=_title(
+        alt, title, chart_slice, "capacity 0: no HBM cache (lower tiers still hold blocks); "
+        "TTFT axis logarithmic"))
+
+
 CHARTS: dict[str, Callable[..., Any]] = {
     "roofline": roofline_chart,
     "throughput_vs_batch": throughput_vs_batch_chart,
@@ -1077,6 +1131,7 @@ CHARTS: dict[str, Callable[..., Any]] = {
     "itl_spike": itl_spike_chart,
     "pareto_frontier": pareto_frontier_chart,
     "rate_heatmap": rate_heatmap_chart,
+    "ttft_vs_cache_capacity": ttft_vs_cache_capacity_chart,
 }
 DEFAULT_CHARTS = ("roofline", "throughput_vs_batch", "intensity_ceiling", "attention_share",
                   "gpu_comparison")

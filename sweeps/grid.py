@@ -73,7 +73,9 @@ from rooftui.core.assumptions import ATTENTION_FLOPS, OVERLAPS
 from rooftui.core.dtypes import check_dtype
 from rooftui.core.errors import SpecError
 from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig
+from rooftui.core.prefix_cache import POLICIES as PREFIX_POLICIES
 from rooftui.core.scheduler import KV_ADMISSIONS, POLICIES
+from rooftui.core.sessions import GENERATOR_PREFIX
 from rooftui.core.workloads import TRACE_SUFFIXES
 
 GRID_KEYS = {"name", "kind", "description", "profile", "skip_unsupported", "fixed", "axes",
@@ -201,6 +203,14 @@ SIMULATE_PARAMETERS: dict[str, Parameter] = {
     "speed": Parameter("positive", "trace replay speed-up (trace)", 1.0),
     "slo_ttft": Parameter("positive", "seconds: adds slo_attainment and goodput"),
     "slo_tpot": Parameter("positive", "seconds: adds slo_attainment and goodput"),
+    # prefix caching (core.prefix_cache): a session workload, `sessions:...` or a trace
+    "prefix_cache": Parameter("choice", "lru or none: keep KV blocks of earlier prompts "
+                              "for later ones (session workloads)", "none",
+                              choices=PREFIX_POLICIES),
+    "cache_capacity_gb": Parameter("amount", "GB of HBM per GPU for the prefix cache "
+                                   "[default: what the running batch leaves free]"),
+    "cpu_tier_gb": Parameter("amount", "GB of host memory per GPU below HBM", 0.0),
+    "ssd_tier_gb": Parameter("amount", "GB of local SSD per GPU below the CPU tier", 0.0),
 }
 OPTIMIZE_PARAMETERS: dict[str, Parameter] = {
     **_SETUP, **_SERVING,
@@ -321,6 +331,8 @@ class Grid:
 
     def workload_path(self, name: str) -> str:
         """A workload preset name as is; a preset or trace file relative to the grid file."""
+        if name.lower().startswith(GENERATOR_PREFIX):
+            return name  # generated sessions: the spec is the workload
         is_file = name.lower().endswith(TRACE_SUFFIXES) or spec_files.looks_like_path(name)
         if is_file and not Path(name).expanduser().is_absolute():
             return str(self.path.parent / name)
@@ -654,7 +666,10 @@ def _with_specs(grid: Grid, where: str) -> Grid:
 
 
 def _workload_document(path: str, where: str) -> Any:
-    """A preset's parsed TOML, or a trace file's sha256 (its rows decide the points)."""
+    """A preset's parsed TOML, a trace file's sha256 (its rows decide the points), or a
+    session generator's spec."""
+    if path.lower().startswith(GENERATOR_PREFIX):
+        return path
     if path.lower().endswith(TRACE_SUFFIXES):
         return _file_digest(path, where)
     try:

@@ -16,7 +16,10 @@ Rows (the column contract; `sweep chart` and the TUI read them):
   (`rate`, the SLOs of a simulation, `attainment`, `quantile`, `price_per_gpu_hour`) have
   no column. A `token_budget` of 0 in a simulate grid is the policy's default (static
   batching ignores the budget); `input_tokens` / `output_tokens` "" keep the workload's.
-- simulate: `sweep simulate --json`'s metrics, flattened (`ttft_p90_s`, ...), with
+- simulate: `sweep simulate --json`'s metrics, flattened (`ttft_p90_s`, ...), and when
+  the grid gives `prefix_cache` the cache's (`prefix_hit_rate`, `prefix_hit_rate_hbm`
+  / `_cpu` / `_ssd`, `cached_prefill_tokens`, `computed_prefill_tokens`,
+  `load_stall_s`; 0 hits without a cache); with
   `requests` as the parameter and its `output_tokens` as `total_output_tokens`, plus `itl_max_s` (the longest gap between two tokens of a
   request), `static_occupancy` (E[L] / E[max of B] of the output law, exact) and
   `harmonic_occupancy` (1/H_B, the exponential law's).
@@ -48,11 +51,18 @@ from rooftui.core.assumptions import Assumptions, load_profile
 from rooftui.core.closed_forms import exponential_static_occupancy
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
-from rooftui.core.lengths import parse_distribution
+from rooftui.core.lengths import Empirical, parse_distribution
 from rooftui.core.model import load_model
 from rooftui.core.occupancy import static_occupancy
 from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig
+from rooftui.core.prefix_cache import TIERS, CacheConfig
 from rooftui.core.scheduler import PERCENTILES, SchedulerConfig, StepCosts, simulate, summarize
+from rooftui.core.sessions import (
+    SessionRequests,
+    is_session_source,
+    parse_generator,
+    session_requests,
+)
 from rooftui.core.tables import DTYPES
 from rooftui.core.workloads import Workload, load_workload
 from rooftui.sweeps.derive_workloads import read_trace_file
@@ -81,7 +91,11 @@ RENAMED = {"mfu": "mfu_assumed", "mbu": "mbu_assumed"}  # as step grids write th
 STATISTICS = ("mean", *(f"p{q}" for q in PERCENTILES))
 SIMULATE_METRICS = ("duration_s", "throughput_tokens_per_s", "request_throughput",
                     "occupancy", "mean_batch", "preemptions", "steps", "kv_capacity_tokens")
-WHOLE_METRICS = ("preemptions", "steps", "kv_capacity_tokens", "total_output_tokens")
+WHOLE_METRICS = ("preemptions", "steps", "kv_capacity_tokens", "total_output_tokens",
+                 "cached_prefill_tokens", "computed_prefill_tokens")
+PREFIX_METRICS = ("prefix_hit_rate", *(f"prefix_hit_rate_{tier}" for tier in TIERS),
+                  "cached_prefill_tokens", "computed_prefill_tokens", "load_stall_s")
+SESSIONS_KEPT = 8  # simulate: session workloads' requests kept per process
 SERVERS_KEPT = 2  # optimize: served configurations kept per process
 
 
@@ -288,7 +302,10 @@ class SimulateSweep(PointwiseSweep):
     def _add_metric_columns(self) -> None:
         self._fitting: set[tuple] = set()
         self._occupancy: dict[tuple, float] = {}
-        for name in (*SIMULATE_METRICS, "total_output_tokens"):
+        self._sessions: OrderedDict[tuple, SessionRequests] = OrderedDict()
+        self._session_traces: dict[str, SessionRequests] = {}
+        prefix = PREFIX_METRICS if self.grid.given("prefix_cache") else ()
+        for name in (*SIMULATE_METRICS, "total_output_tokens", *prefix):
             self.column_types[name] = np.dtype(np.int64 if name in WHOLE_METRICS else np.float64)
         for metric in ("ttft", "tpot", "itl", "e2e"):
             for statistic in STATISTICS:
@@ -305,6 +322,54 @@ class SimulateSweep(PointwiseSweep):
         return SchedulerConfig(policy=policy, max_batch=values["max_batch"],
                                token_budget=budget, kv_admission=values["kv_admission"],
                                block_size=values["block_size"])
+
+    def prefix_cache(self, values: dict[str, Any]) -> CacheConfig | None:
+        if values["prefix_cache"] == "none":
+            return None
+        return CacheConfig(policy=values["prefix_cache"], hbm_gb=values["cache_capacity_gb"],
+                           cpu_gb=values["cpu_tier_gb"], ssd_gb=values["ssd_tier_gb"])
+
+    def sessions(self, values: dict[str, Any]) -> SessionRequests | None:
+        """The point's requests when its workload is a session source, else None."""
+        source = self.grid.workload_path(values["workload"])
+        if not is_session_source(source):
+            return None
+        key = (source, self.arrival(values), values["requests"], values["seed"])
+        if key not in self._sessions:
+            try:
+                self._sessions[key] = session_requests(
+                    source, parse_arrivals(key[1]), values["requests"], values["seed"],
+                    self._session_traces)
+            except SpecError as error:
+                raise SpecError(f"{self.grid.path} workload {values['workload']!r}: "
+                                f"{error}") from None
+            if len(self._sessions) > SESSIONS_KEPT:
+                self._sessions.popitem(last=False)
+        return self._sessions[key]
+
+    def workload(self, values: dict[str, Any]) -> Workload:
+        """The point's workload; a session source's is the lengths of its requests."""
+        sessions = self.sessions(values)
+        if sessions is None:
+            return super().workload(values)
+        if values["input_tokens"] or values["output_tokens"]:
+            raise SpecError(f"{self.grid.path}: session workload {values['workload']!r} has "
+                            "its own lengths; input_tokens and output_tokens must be \"\"")
+        # the source's own output law, whatever the point's seed and count (static occupancy)
+        source = self.grid.workload_path(values["workload"])
+        every = self._session_traces.get(source, sessions).requests
+        output = (parse_generator(source).output if source.lower().startswith("sessions:")
+                  else Empirical.of(every.output_tokens, sessions.name))
+        return Workload(sessions.name, Empirical.of(every.input_tokens, sessions.name), output)
+
+    def requests(self, values: dict[str, Any]):
+        """(requests, sessions or None) of a point."""
+        sessions = self.sessions(values)
+        if sessions is not None:
+            return sessions.requests, sessions
+        return self.workload(values).requests(values["requests"],
+                                              parse_arrivals(self.arrival(values)),
+                                              values["seed"]), None
 
     def arrival(self, values: dict[str, Any]) -> str:
         """The point's `sweep simulate --arrival`."""
@@ -324,9 +389,16 @@ class SimulateSweep(PointwiseSweep):
         if problem is not None:
             return problem
         try:
-            self.scheduler(values)
+            scheduler = self.scheduler(values)
         except SpecError as error:
             return (str(error), True)
+        if values["prefix_cache"] != "none":
+            if self.sessions(values) is None:
+                return (f"prefix_cache {values['prefix_cache']} needs a session workload "
+                        f"(sessions:... or a session or hash-id trace), not "
+                        f"{values['workload']!r}", True)
+            if scheduler.policy == "static":
+                return ("prefix caching is simulated with policy continuous or chunked", True)
         self._check_fit(values)
         return None
 
@@ -337,9 +409,7 @@ class SimulateSweep(PointwiseSweep):
                self.arrival(values), values["requests"], values["seed"])
         if key in self._fitting:
             return
-        requests = self.workload(values).requests(values["requests"],
-                                                  parse_arrivals(self.arrival(values)),
-                                                  values["seed"])
+        requests = self.requests(values)[0]
         capacity = self.costs(values).kv_capacity_tokens
         longest = int(np.max(requests.input_tokens + requests.output_tokens))
         if longest > capacity:
@@ -359,11 +429,10 @@ class SimulateSweep(PointwiseSweep):
 
     def evaluate(self, values: dict[str, Any]) -> dict[str, Any]:
         config = self.config(values)
-        requests = self.workload(values).requests(values["requests"],
-                                                  parse_arrivals(self.arrival(values)),
-                                                  values["seed"])
+        requests, sessions = self.requests(values)
         simulation = simulate(config.step_inputs(), config.assumptions, self.scheduler(values),
-                              requests, self.costs(values))
+                              requests, self.costs(values), prefix_cache=self.prefix_cache(values),
+                              sessions=sessions, gpu_key=config.gpu.key)
         summary = summarize(simulation, values["slo_ttft"], values["slo_tpot"])
         row = {name: summary[name] for name in SIMULATE_METRICS}
         row["total_output_tokens"] = summary["output_tokens"]  # output_tokens: the parameter
@@ -380,7 +449,22 @@ class SimulateSweep(PointwiseSweep):
         for name in ("slo_attainment", "goodput_tokens_per_s"):
             if name in self.column_types:
                 row[name] = summary[name]
+        if "prefix_hit_rate" in self.column_types:
+            row |= _prefix_columns(simulation)
         return row
+
+
+def _prefix_columns(simulation) -> dict[str, Any]:
+    """The prefix cache's columns of a simulate row (no cache: no hits)."""
+    stats = simulation.prefix_cache or {"hit_rate": 0.0, "load_stall_s": 0.0,
+                                        "hit_rate_by_tier": dict.fromkeys(TIERS, 0.0),
+                                        "cached_prefill_tokens": 0}
+    row = {"prefix_hit_rate": stats["hit_rate"], "load_stall_s": stats["load_stall_s"],
+           "cached_prefill_tokens": stats["cached_prefill_tokens"],
+           # what the steps prefilled: the prompts less their hits, recomputes included
+           "computed_prefill_tokens": int(simulation.steps["prefill_tokens"].sum())}
+    row |= {f"prefix_hit_rate_{tier}": stats["hit_rate_by_tier"][tier] for tier in TIERS}
+    return row
 
 
 class OptimizeSweep(PointwiseSweep):

@@ -11,15 +11,8 @@ from rooftui.core.arrivals import Arrivals
 from rooftui.core.errors import SpecError
 from rooftui.core.prefix_cache import POLICIES, TIERS, CacheConfig
 from rooftui.core.scheduler import Simulation, summarize
-from rooftui.core.sessions import (
-    SessionRequests,
-    is_session_trace,
-    parse_generator,
-    read_session_trace,
-)
+from rooftui.core.sessions import SessionRequests, is_session_source, session_requests
 from rooftui.sweeps.cli.options import Number
-
-GENERATOR_PREFIX = "sessions:"
 
 
 def prefix_cache_options(command):
@@ -75,16 +68,13 @@ def resolve_sessions(workload: str | None, process: Arrivals, count: int,
                      seed: int) -> tuple[SessionRequests | None, str | None]:
     """(sessions, None) for a session source, else (None, the trace path `--workload`
     should read, if `--arrival trace:PATH` named a plain trace)."""
-    if workload is not None and workload.strip().lower().startswith(GENERATOR_PREFIX):
-        return parse_generator(workload).requests(count, process, seed), None
-    if process.path is None:
-        return None, None
-    if workload is not None:
+    if process.path is not None and workload is not None:
         raise SpecError("--arrival trace:PATH names the trace; drop --workload (or give "
                         "--workload PATH --arrival trace)")
-    if not is_session_trace(process.path):
+    source = process.path if process.path is not None else workload
+    if source is None or not is_session_source(source):
         return None, process.path
-    return read_session_trace(process.path).head(count).scaled(process.speed), None
+    return session_requests(source, process, count, seed), None
 
 
 def cache_report(cached: Simulation, uncached: Simulation, config: CacheConfig,

@@ -283,3 +283,17 @@ def test_mooncake_replay_hit_rate_and_ttft_follow_its_hash_ids():
     assert with_cache["mean"] < without["mean"]
     assert with_cache["mean"] / without["mean"] == pytest.approx(implied_ratio, rel=0.05)
     assert math.isfinite(with_cache["p99"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(requests=st.lists(request_runs, min_size=1, max_size=60),
+       capacities=st.lists(st.integers(0, 12), min_size=1, max_size=3))
+def test_memory_is_linear_in_the_cached_blocks(requests, capacities):
+    """A chain is kept only while it has a cached block, and each tier's heap holds at
+    most one entry per kept chain, however many requests went by."""
+    cache = PrefixCache(capacities)
+    for runs in requests:
+        cache.touch(runs)
+        cache.fit()
+        assert len(cache.ends) <= cache.cached_blocks <= sum(capacities)
+        assert all(len(heap) <= len(cache.ends) for heap in cache.heaps)
