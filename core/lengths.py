@@ -385,8 +385,9 @@ def _parameters(spec: str, body: str, allowed: dict[str, bool]) -> dict[str, str
     return values
 
 
-def _positive(spec: str, name: str, text: str, *, low: float = 0.0,
-              high: float = MOST_TOKENS, closed_low: bool = False,
+def _positive(spec: str, name: str, text: str, *,
+              low: float = limits.BOUNDS["token_scale"].minimum,
+              high: float = MOST_TOKENS, closed_low: bool = True,
               closed_high: bool = True) -> float:
     try:
         value = float(text)
@@ -506,7 +507,8 @@ def parse_distribution(spec: str, column: str = "output_tokens",
     if kind == "lognormal":
         params = _parameters(spec, body, {"median": True, "sigma": True, "cap": False})
         median = _positive(spec, "median", params["median"])
-        sigma = _positive(spec, "sigma", params["sigma"], high=limits.BOUNDS["sigma"].maximum)
+        sigma = _positive(spec, "sigma", params["sigma"], low=limits.BOUNDS["sigma"].minimum,
+                          high=limits.BOUNDS["sigma"].maximum)
         return _with_cap(Lognormal(median=median, sigma=sigma, spec=spec), params, spec)
     if kind == "bimodal":
         params = _parameters(spec, body, {"p": True, "a": True, "b": True, "cap": False})

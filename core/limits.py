@@ -80,13 +80,17 @@ BOUNDS: dict[str, Bound] = {
     "spec_tokens": Bound(0, 64, integer=True, unit="tokens"),
     "acceptance": Bound(0, 1),
     # efficiency and what-ifs of the GPU
-    "mfu": Bound(0, 1, min_open=True),
-    "mbu": Bound(0, 1, min_open=True),
-    "peak_tflops": Bound(0, 10**6, min_open=True, unit="TFLOP/s"),
-    "bandwidth_tbs": Bound(0, 10**4, min_open=True, unit="TB/s"),
+    # floors far below any real machine, so that no time divides by almost nothing
+    "mfu": Bound(1e-4, 1),
+    "mbu": Bound(1e-4, 1),
+    # a profile's [efficiency] fractions (core.efficiency; spec files name them so)
+    **dict.fromkeys(("gemm_mfu", "gemm_mbu", "attention_mfu", "attention_mbu",
+                     "interconnect_efficiency"), Bound(1e-4, 1)),
+    "peak_tflops": Bound(1e-3, 10**6, unit="TFLOP/s"),
+    "bandwidth_tbs": Bound(1e-6, 10**4, unit="TB/s"),
     "memory_gb": Bound(0, 10**6, min_open=True, unit="GB"),
     "memory_reserve_gb": Bound(0, 10**6, unit="GB"),
-    "interconnect_gbs": Bound(0, 10**6, min_open=True, unit="GB/s"),
+    "interconnect_gbs": Bound(1e-3, 10**6, unit="GB/s"),
     "tdp_w": Bound(0, 10**6, min_open=True, unit="W"),
     "l2_mb": Bound(0, 10**6, min_open=True, unit="MB"),
     # money and service objectives
@@ -98,11 +102,11 @@ BOUNDS: dict[str, Bound] = {
     "max_batch": Bound(1, 10**6, integer=True, unit="sequences"),
     "token_budget": Bound(1, 10**8, integer=True, unit="tokens"),
     "requests": Bound(1, 10**7, integer=True, unit="requests"),
-    "rate": Bound(0, 10**7, min_open=True, unit="req/s"),
+    "rate": Bound(1e-6, 10**7, unit="req/s"),
     "seed": Bound(0, 2**32 - 1, integer=True),
     "block_size": Bound(1, 10**6, integer=True, unit="tokens"),
-    "interarrival_cv": Bound(0, 100, min_open=True),
-    "speed": Bound(0, 10**6, min_open=True),
+    "interarrival_cv": Bound(1e-3, 100),
+    "speed": Bound(1e-6, 10**6),
     # searches and the commands' own knobs
     "attainment": Bound(0, 1, min_open=True),
     "rate_tolerance": Bound(0, 1, min_open=True),
@@ -122,9 +126,11 @@ BOUNDS: dict[str, Bound] = {
     "model_count": Bound(0, 10**5, integer=True),  # experts, norms, windowed layers, ranks
     # output lengths and prompt lengths of workloads, in tokens
     "tokens": Bound(0, 10**8, integer=True, unit="tokens"),
-    "token_scale": Bound(0, 10**8, min_open=True, unit="tokens"),  # a mean, a median
-    "sigma": Bound(0, 10, min_open=True),
-    "probability": Bound(0, 1),
+    # calibration rows: a kernel's or a step's measured time, an all-reduce's message
+    "time_s": Bound(1e-9, 10**6, unit="s"),
+    "bytes": Bound(0, 10**15, unit="B"),
+    "token_scale": Bound(1e-3, 10**8, unit="tokens"),  # a mean, a median
+    "sigma": Bound(1e-3, 10),
     # any other number a spec file holds: finite and far from overflow
     "spec_number": Bound(-10**15, 10**15),
     # sweep grids and their manifests: point ids are int64, and 10^15 points take years

@@ -33,23 +33,33 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from rooftui.core import limits
 from rooftui.core.calibration import KINDS, Measurements
 from rooftui.core.dtypes import check_dtype
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU
 from rooftui.core.model import load_model
 from rooftui.core.tables import dtype_code
+from rooftui.sweeps.output_files import atomic_path
 
 COLUMNS = ("kind", "gpu", "model", "tp", "dtype", "kv_dtype", "m", "n", "k", "batch",
            "context", "prefill", "prefill_context", "prompts", "bytes", "time_s", "dataset",
            "source")
 NUMERIC = ("tp", "m", "n", "k", "batch", "context", "prefill", "prefill_context", "prompts",
            "bytes", "time_s")
+# the ranges of `core.limits`, as measured values: fractional (means of repeats), from 0
+MEASURED_BOUNDS = {
+    column: replace(limits.BOUNDS[bound], integer=False, minimum=0)
+    for column, bound in (("tp", "tp"), ("m", "matrix_dimension"), ("n", "matrix_dimension"),
+                          ("k", "matrix_dimension"), ("batch", "batch"), ("context", "context"),
+                          ("prefill", "prefill"), ("prefill_context", "prefill_context"),
+                          ("prompts", "batch"), ("bytes", "bytes"))
+} | {"time_s": limits.BOUNDS["time_s"]}
 # what each kind needs besides kind, gpu and time_s
 REQUIRED = {
     "gemm": ("m", "n", "k"),
@@ -142,16 +152,12 @@ def read_calibration_csv(path: Path) -> Conversion:
         for column in NUMERIC:
             if row.get(column):
                 try:
-                    row[column] = float(row[column])
+                    value = float(row[column])
                 except ValueError:
-                    raise SpecError(f"{where}: {column} must be a number, "
-                                    f"got {row[column]!r}") from None
-                if not np.isfinite(row[column]) or row[column] < 0:
-                    raise SpecError(f"{where}: {column} must be a finite number >= 0")
+                    value = row[column]  # refused with the range
+                row[column] = MEASURED_BOUNDS[column].check(value, column, where)
             else:
                 row.pop(column, None)
-        if row["time_s"] <= 0:
-            raise SpecError(f"{where}: time_s must be > 0 seconds")
         for column in ("dtype", "kv_dtype"):
             if row.get(column):
                 try:
@@ -168,15 +174,14 @@ def read_calibration_csv(path: Path) -> Conversion:
 
 
 def write_calibration_csv(rows: list[dict], path: Path) -> None:
-    """Write rows in the calibration format atomically (a temp file, then a rename)."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("w", newline="", encoding="utf-8") as handle:
+    """Write rows in the calibration format atomically (a temp file, then a rename); a
+    file-system failure is one line naming the file."""
+    with atomic_path(path) as temporary, temporary.open("w", newline="",
+                                                        encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
             writer.writerow({key: _format(row.get(key, "")) for key in COLUMNS})
-    temporary.replace(path)
 
 
 def _format(value) -> str:

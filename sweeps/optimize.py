@@ -552,7 +552,7 @@ class Server:
                 if budget_bound:
                     break
                 busy = min(1.0, rate * prompt / share)
-                settled = slots - (slots - decodes) / busy
+                settled = max(0.0, slots - (slots - decodes) / busy)  # B = 1: below 0
                 if abs(settled - busy_decodes) <= 1e-9 * slots:
                     break
                 busy_decodes, idle_decodes = settled, slots

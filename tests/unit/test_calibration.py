@@ -141,7 +141,10 @@ def test_calibration_csv_rows_are_checked(tmp_path: Path):
     with pytest.raises(SpecError, match=r"line 2: a gemm row needs column 'k'"):
         read_calibration_csv(path)
     path.write_text("kind,gpu,m,n,k,time_s\ngemm,h100-sxm,1,1024,1024,-1\n")
-    with pytest.raises(SpecError, match=r"line 2: time_s must be a finite number >= 0"):
+    with pytest.raises(SpecError, match=r"line 2: time_s must be a number in \[1e-09, 1,000,000\] s"):
+        read_calibration_csv(path)
+    path.write_text("kind,gpu,m,n,k,time_s\ngemm,h100-sxm,1e300,1024,1024,1e-3\n")
+    with pytest.raises(SpecError, match=r"line 2: m must be a number in \[0, 100,000,000\]"):
         read_calibration_csv(path)
     path.write_text("kind,gpu,m,n,k,time_s,dtype\ngemm,h100-sxm,1,1024,1024,4e-6,bfloat16\n")
     conversion = read_calibration_csv(path)
