@@ -24,6 +24,7 @@ from rooftui.core.errors import SpecError
 from rooftui.core.lengths import TRACE_COLUMNS, read_trace, read_trace_csv
 from rooftui.core.spec_files import shipped_dir
 from rooftui.core.workloads import ARRIVAL_COLUMN, arrival_statistics
+from rooftui.sweeps.output_files import make_folder, write_text_atomic
 
 PRESETS = {
     "azure-conv-2023": "Azure LLM inference trace 2023, conversation "
@@ -110,18 +111,15 @@ def preset_toml(name: str, columns: dict[str, np.ndarray], trace_name: str) -> s
 
 def derive(traces: Path, out: Path, names: list[str]) -> list[Path]:
     written = []
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     for name in names:
         candidates = [traces / f"{name}{suffix}" for suffix in (".csv", ".parquet")]
         path = next((p for p in candidates if p.is_file()), None)
         if path is None:
             raise SpecError(f"no trace {name}.csv or {name}.parquet in {traces}")
         columns = read_trace(path, read_trace_file)
-        target = out / f"{name}.toml"
-        temporary = target.with_suffix(".toml.tmp")
-        temporary.write_text(preset_toml(name, columns, path.name), encoding="utf-8")
-        temporary.replace(target)  # atomic: never a half-written preset
-        written.append(target)
+        written.append(write_text_atomic(out / f"{name}.toml",
+                                         preset_toml(name, columns, path.name)))
     return written
 
 

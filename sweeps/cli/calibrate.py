@@ -187,6 +187,8 @@ def write_profile(path: Path, *, start, fitted, gpu, command, sources, rows, hal
                   description) -> Path:
     """Write the profile TOML atomically, after checking that it loads back."""
     from rooftui.core.assumptions import load_profile
+    from rooftui.core.errors import SpecError
+    from rooftui.sweeps.output_files import atomic_path
 
     path = Path(path)
     if path.suffix != ".toml":
@@ -216,11 +218,10 @@ def write_profile(path: Path, *, start, fitted, gpu, command, sources, rows, hal
               "", "[sources]"]
     lines += [f"{_toml_value(name)} = {_toml_value(source)}"
               for name, source in sorted(sources.items())]
-    temporary = path.with_name(f".{path.stem}.tmp.toml")
     try:
-        temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        load_profile(str(temporary.resolve()))  # what --profile will read
-        temporary.replace(path)
-    finally:
-        temporary.unlink(missing_ok=True)
+        with atomic_path(path) as temporary:
+            temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            load_profile(str(temporary.resolve()))  # what --profile will read
+    except SpecError as error:
+        raise SpecError(f"--out: {error}") from None
     return path

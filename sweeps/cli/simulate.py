@@ -25,6 +25,7 @@ from rooftui.core.workloads import Workload, load_workload
 from rooftui.sweeps.cli import prefix_caching
 from rooftui.sweeps.cli.options import Number, build_config, json_text, setup_options
 from rooftui.sweeps.derive_workloads import read_trace_file
+from rooftui.sweeps.output_files import atomic_path, make_folder
 
 DEFAULT_WORKLOAD = "sharegpt-8k"
 
@@ -59,16 +60,20 @@ def trace_paths(path: str) -> tuple[Path, Path]:
 
 def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
     """The per-step and per-request records as parquet, both or neither (temporary files
-    renamed into place once both are written)."""
+    renamed into place once both are written); a file-system failure is one line."""
     import numpy as np
     import polars as pl  # only when records are written
 
     steps_path, requests_path = trace_paths(path)
     folder = steps_path.parent
-    if str(path).endswith(("/", os.sep)):
-        folder.mkdir(parents=True, exist_ok=True)
+    try:
+        if str(path).endswith(("/", os.sep)):
+            make_folder(folder)
+    except SpecError as error:
+        raise SpecError(f"--trace-out: {error}") from None
     if not folder.is_dir():
-        raise SpecError(f"--trace-out: folder {folder} does not exist")
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise SpecError(f"--trace-out: folder {folder} {what}")
     steps = pl.DataFrame({"step": np.arange(simulation.useful_slots.size),
                           **simulation.steps, "useful_slots": simulation.useful_slots})
     requests = simulation.requests
@@ -82,19 +87,12 @@ def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
         **request_metrics(simulation),
         "preemptions": simulation.preemptions,
     })
-    pending = []
     try:
-        for data, target in ((steps, steps_path), (frame, requests_path)):
-            temporary = target.with_name(f".{target.name}.tmp")
-            pending.append((temporary, target))
-            data.write_parquet(temporary)
-        for temporary, target in pending:
-            temporary.replace(target)
-    except OSError as error:
-        raise SpecError(f"--trace-out: cannot write {path}: {error.strerror or error}") from None
-    finally:
-        for temporary, _ in pending:
-            temporary.unlink(missing_ok=True)
+        with atomic_path(steps_path) as steps_file, atomic_path(requests_path) as requests_file:
+            steps.write_parquet(steps_file)
+            frame.write_parquet(requests_file)
+    except SpecError as error:
+        raise SpecError(f"--trace-out: {error}") from None
     return steps_path, requests_path
 
 

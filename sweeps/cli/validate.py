@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from rooftui.core.assumptions import load_profile
+from rooftui.core.errors import SpecError
 from rooftui.sweeps.cli.options import json_text
 
 
@@ -48,7 +49,10 @@ def validate(measured, profile, gpu, chart_path, markdown, as_json):
         raise click.UsageError("no dataset could be validated"
                                + (f" ({'; '.join(skipped)})" if skipped else ""))
     table = results_table(results, profile)
-    written = write_chart(results, chart_path) if chart_path else []
+    try:
+        written = write_chart(results, chart_path) if chart_path else []
+    except SpecError as error:
+        raise SpecError(f"--chart: {error}") from None
     if as_json:
         click.echo(json_text({"datasets": table, "skipped": skipped,
                                "chart": [str(p) for p in written]}))
