@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import sweep_process
+from tests.conftest import REPO, sweep, sweep_json, sweep_process
 
 REQUIRED_KEYS = {
     "step_time_s", "tokens_per_s", "prefill_tokens_per_s", "per_user_tokens_per_s", "flops",
@@ -51,6 +51,25 @@ def test_hf_config_json_is_accepted(tmp_path):
     assert mine["step_time_s"] == shipped["step_time_s"]
 
 
+def test_a_hugging_face_model_folder_is_its_config(tmp_path):
+    folder = tmp_path / "Llama-3-8B"  # as `huggingface-cli download` leaves it
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        (REPO / "tests" / "data" / "hf-configs" / "llama-3-8b.json").read_text())
+    by_folder = sweep_json("point", "--model", folder, "--draft-model", folder,
+                           "--spec-tokens", 2, "--acceptance", 0.5)
+    by_file = sweep_json("point", "--model", folder / "config.json", "--draft-model",
+                         folder / "config.json", "--spec-tokens", 2, "--acceptance", 0.5)
+    assert by_folder["step_time_s"] == by_file["step_time_s"]
+    assert by_folder["model"] == str(folder)  # named as given
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _, err = sweep("point", "--model", empty, expect=2)
+    assert "without a config.json" in err
+    _, err = sweep("point", "--gpu", folder, expect=2)
+    assert "is a folder, not a gpu spec file" in err
+
+
 def test_context_past_the_model_limit_is_a_warning():
     done = sweep_process("point", "--context", 100_000, "--json")
     assert done.returncode == 0
@@ -68,6 +87,8 @@ def test_context_past_the_model_limit_is_a_warning():
     (("--mbu", "1.2"), "--mbu"),
     (("--model", "no/such/config.json"), "not found"),
     (("--compute-dtype", "fp8", "--gpu", "a100-80gb"), "no fp8 peak"),
+    (("--peak-tflops", "nan", "--json"), "'--peak-tflops': expected a number in"),
+    (("--batch", "99999999999999999999"), "'--batch' / '-b': expected a whole number"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     done = sweep_process("point", *args)
