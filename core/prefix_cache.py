@@ -311,7 +311,9 @@ class ServingCache:
     def lookup(self, request: int, prompt_tokens: int) -> int:
         """Cached tokens of `request`'s prompt (prompt_tokens: with recomputed outputs)."""
         hit = self.cache.lookup(self.blocks.prompt_runs[request])
-        cached = self.blocks.hit_tokens(sum(hit), prompt_tokens, self.input_tokens[request])
+        blocks = sum(hit)
+        cached = self.blocks.hit_tokens(blocks, prompt_tokens, self.input_tokens[request]) \
+            if blocks else 0
         self._last = (request, hit, cached)
         return cached
 
@@ -320,6 +322,8 @@ class ServingCache:
         looked, hit, cached = self._last
         assert looked == request, "admit follows the lookup of the same request"
         self.prompt_tokens += prompt_tokens
+        if not cached:
+            return 0.0
         load = 0.0
         left = cached  # tokens by tier, head first (the cap falls on the deepest tier)
         for tier, blocks in enumerate(hit):
@@ -328,28 +332,33 @@ class ServingCache:
             self.cached_tokens[tier] += tokens
             if tier and tokens:
                 load += -(-tokens // self.block_tokens) * self.load_s_per_block[tier]
-        if cached:
-            runs, remaining, used = self.blocks.prompt_runs[request], sum(hit), []
-            for chain, blocks in runs:
-                if remaining <= 0:
-                    break
-                used.append((chain, min(blocks, remaining)))
-                remaining -= blocks
-            self.cache.touch(used)
+        runs, remaining, used = self.blocks.prompt_runs[request], sum(hit), []
+        for chain, blocks in runs:
+            if remaining <= 0:
+                break
+            used.append((chain, min(blocks, remaining)))
+            remaining -= blocks
+        self.cache.touch(used)
         self.load_s += load
         return load
 
-    def finish(self, request: int) -> None:
-        """`request`'s last token: its blocks enter the cache."""
-        self.cache.touch(self.blocks.finish_runs[request])
+    def finish(self, request: int, free_tokens: int) -> None:
+        """`request`'s last token, `free_tokens` of KV now free: its blocks enter the
+        cache (the only time it grows)."""
+        cache = self.cache
+        cache.touch(self.blocks.finish_runs[request])
+        self.fit(free_tokens)
+        blocks = sum(cache.size)
+        if blocks > self.peak_blocks:
+            self.peak_blocks = blocks
 
     def fit(self, free_tokens: int) -> None:
         """HBM holds at most the free KV (and the limit); evict down to it."""
         cache = self.cache
-        cache.capacity[0] = min(self.hbm_limit, free_tokens // self.block_tokens)
+        free_blocks = free_tokens // self.block_tokens
+        cache.capacity[0] = free_blocks if free_blocks < self.hbm_limit else self.hbm_limit
         if cache.size[0] > cache.capacity[0]:  # lower tiers grow only by its evictions
             cache.fit()
-        self.peak_blocks = max(self.peak_blocks, cache.cached_blocks)
 
     def summary(self, load_stall_s: float) -> dict:
         """The `prefix_cache` statistics of `sweep simulate --json` (without the

@@ -699,8 +699,8 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
     def release(request: int) -> None:
         """`request` has finished: its blocks enter the cache, its next turn is timed."""
         if cache is not None:
-            cache.finish(request)
-            cache.fit((total_blocks - kv_used) * block if paged else capacity - kv_used)
+            cache.finish(request, (total_blocks - kv_used) * block if paged
+                         else capacity - kv_used)
         if successor is not None and successor[request] >= 0:
             later = successor[request]
             arrival[later] = now + think[later]

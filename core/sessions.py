@@ -98,16 +98,16 @@ class SessionRequests:
         if self.hashed is not None:
             return self.hashed
         b = int(block_tokens)
-        prompt, finish = [], []
-        inputs = self.requests.input_tokens.tolist()
-        outputs = self.requests.output_tokens.tolist()
-        for session, system, tokens_in, tokens_out in zip(
-                self.session.tolist(), self.system_tokens.tolist(), inputs, outputs,
-                strict=True):
-            shared = system // b  # the system prompt's full blocks: a chain of their own
-            head = ((-1 - system, shared),) if shared else ()
-            prompt.append(head + ((session, tokens_in // b - shared),))
-            finish.append(head + ((session, (tokens_in + tokens_out - 1) // b - shared),))
+        r = self.requests
+        shared = self.system_tokens // b  # the system prompt's full blocks: a chain of its own
+        columns = [array.tolist() for array in (
+            -1 - self.system_tokens, shared, self.session, r.input_tokens // b - shared,
+            (r.input_tokens + r.output_tokens - 1) // b - shared)]
+        rows = list(zip(*columns, strict=True))
+        prompt = [((system, head), (session, own)) if head else ((session, own),)
+                  for system, head, session, own, _ in rows]
+        finish = [((system, head), (session, own)) if head else ((session, own),)
+                  for system, head, session, _, own in rows]
         return PromptBlocks(b, prompt, finish)
 
     def head(self, count: int) -> SessionRequests:
