@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from rooftui.core.calibration import FIT_PARAMETERS
-from rooftui.sweeps.cli.options import json_text
+from rooftui.sweeps.cli.options import JSON_NULLS, json_text
 
 HALVES = ("all", "calibration")
 
@@ -37,7 +37,7 @@ HALVES = ("all", "calibration")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), metavar="PROFILE.toml",
               help="Write the fitted profile here (usable as --profile everywhere).")
 @click.option("--description", metavar="TEXT", help="The profile's description line.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
 def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, description,
               as_json):
     """Fit the efficiency model (overheads, GEMM and attention efficiencies, all-reduce)

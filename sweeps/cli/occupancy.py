@@ -8,7 +8,7 @@ from rooftui.core import units
 from rooftui.core.lengths import parse_distribution
 from rooftui.core.occupancy import occupancy_report
 from rooftui.core.workloads import load_workload
-from rooftui.sweeps.cli.options import Number, json_text
+from rooftui.sweeps.cli.options import JSON_NULLS, Number, json_text
 from rooftui.sweeps.derive_workloads import read_trace_file
 
 
@@ -21,7 +21,7 @@ from rooftui.sweeps.derive_workloads import read_trace_file
 @click.option("--batch", "-b", type=Number("max_batch"), multiple=True, required=True,
               help="Static batch size B; repeat for several.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print JSON: one object (several batches: a list of them).")
+              help=f"Print JSON: one object (several batches: a list of them). {JSON_NULLS}")
 def occupancy(output_tokens, workload, batch, as_json):
     """Slot occupancy of static batching: a batch of B runs until its longest output
     finishes, so only E[L] / E[max of B draws] of its slot-steps do useful work.

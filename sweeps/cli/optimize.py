@@ -13,7 +13,14 @@ import click
 from rooftui.core import limits, units
 from rooftui.core.errors import SpecError
 from rooftui.core.scheduler import KV_ADMISSIONS
-from rooftui.sweeps.cli.options import SETUP_KEYS, Number, build_config, json_text, setup_options
+from rooftui.sweeps.cli.options import (
+    JSON_NULLS,
+    SETUP_KEYS,
+    Number,
+    build_config,
+    json_text,
+    setup_options,
+)
 from rooftui.sweeps.cli.simulate import resolve_workload
 from rooftui.sweeps.optimize import (
     DEFAULT_REQUESTS,
@@ -115,7 +122,7 @@ def _arrival(text: str) -> tuple[str, float]:
 @click.option("--charts", "charts_dir", type=click.Path(file_okay=False, path_type=Path),
               metavar="DIR", help="Also write the rate heatmap and the Pareto frontier as "
                                   "HTML into DIR.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
 @click.pass_context
 def optimize_command(ctx, workload, input_tokens, output_tokens, slo_ttft, slo_tpot, quantile,
                      attainment, arrival, policy, batches, budgets, gpus_per_replica,

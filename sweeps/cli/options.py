@@ -141,6 +141,7 @@ def build_config(params: dict, **step: object) -> PointConfig:
 # --- strict JSON -----------------------------------------------------------------------
 
 DEFAULT_NULL_REASON = "undefined for this input (not a finite number)"
+JSON_NULLS = "Strict JSON: a number undefined here is null, null_reasons says why."
 _MISSING = object()
 
 

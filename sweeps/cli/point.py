@@ -8,7 +8,14 @@ from rooftui.core import units
 from rooftui.core.closed_forms import gemm_intensity
 from rooftui.core.dtypes import bytes_per_element
 from rooftui.core.point import point_report
-from rooftui.sweeps.cli.options import DTYPE, Number, build_config, json_text, setup_options
+from rooftui.sweeps.cli.options import (
+    DTYPE,
+    JSON_NULLS,
+    Number,
+    build_config,
+    json_text,
+    setup_options,
+)
 
 
 @click.command()
@@ -23,7 +30,7 @@ from rooftui.sweeps.cli.options import DTYPE, Number, build_config, json_text, s
               help="Tokens of that prompt already cached (earlier chunks).")
 @click.option("--tpot-budget", type=Number("tpot_budget"), metavar="SECONDS",
               help="Also report the largest batch whose decode step fits this time.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
 def point(batch, context, prefill, prefill_context, tpot_budget, as_json, **setup):
     """Model one serving step: where its time goes, and what bounds it.
 
@@ -189,7 +196,7 @@ def _why(r: dict) -> list[str]:
               help="Format of weights, input and output.")
 @click.option("--ridge", type=Number("ridge"), default=295.0,
               show_default=True, help="FLOPs per byte to compare against.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help=f"Print JSON. {JSON_NULLS}")
 def gemm(rows, k, n, dtype, ridge, as_json):
     """Intensity of one (ROWS x K) @ (K x N) matmul, counting weights, input and output.
 

@@ -23,7 +23,7 @@ from rooftui.core.scheduler import (
 )
 from rooftui.core.workloads import Workload, load_workload
 from rooftui.sweeps.cli import prefix_caching
-from rooftui.sweeps.cli.options import Number, build_config, json_text, setup_options
+from rooftui.sweeps.cli.options import JSON_NULLS, Number, build_config, json_text, setup_options
 from rooftui.sweeps.derive_workloads import read_trace_file
 from rooftui.sweeps.output_files import atomic_path, make_folder
 
@@ -140,7 +140,7 @@ def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
               help="Write per-step and per-request records: PATH-steps.parquet and "
                    "PATH-requests.parquet, or steps/requests.parquet inside a folder PATH/.")
 @prefix_caching.prefix_cache_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
 def simulate_command(policy, max_batch, token_budget, workload, input_tokens, output_tokens,
                      arrival, request_count, seed, kv_admission, block_size, slo_ttft, slo_tpot,
                      trace_out, as_json, **setup):

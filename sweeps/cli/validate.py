@@ -8,7 +8,7 @@ import click
 
 from rooftui.core.assumptions import load_profile
 from rooftui.core.errors import SpecError
-from rooftui.sweeps.cli.options import json_text
+from rooftui.sweeps.cli.options import JSON_NULLS, json_text
 
 
 @click.command()
@@ -24,7 +24,7 @@ from rooftui.sweeps.cli.options import json_text
                    "dataset) as offline HTML.")
 @click.option("--markdown", is_flag=True,
               help="Print the table as Markdown, with each dataset's source.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
 def validate(measured, profile, gpu, chart_path, markdown, as_json):
     """Run the model against measured datasets: MAPE, worst error and bias per dataset.
 
