@@ -38,15 +38,17 @@ def resolve(kind: str, name_or_path: str) -> Path:
     """The file a spec name or path refers to; a clear error with suggestions if none."""
     name_or_path = str(name_or_path)
     path = Path(name_or_path).expanduser()
-    if looks_like_path(name_or_path) or path.is_dir():
+    if looks_like_path(name_or_path):
         if path.is_dir():
             return _model_folder(kind, path)
         if not path.is_file():
             raise SpecError(f"{kind[:-1]} spec file not found: {name_or_path}")
         return path
-    path = shipped_dir(kind) / f"{name_or_path}.toml"
-    if path.is_file():
-        return path
+    shipped = shipped_dir(kind) / f"{name_or_path}.toml"
+    if shipped.is_file():
+        return shipped
+    if path.is_dir():  # a bare folder name that names no shipped spec
+        return _model_folder(kind, path)
     names = shipped_names(kind)
     close = difflib.get_close_matches(name_or_path, names, n=3, cutoff=0.4)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
