@@ -500,9 +500,11 @@ class Server:
         if prefill:
             sizes, cached, counts = (np.array(column, np.float64) for column in zip(*prefill, strict=True))
             chunk_flops, chunk_bytes = costs.chunk_arrays(sizes, cached)
-            flops = [f + np.dot(counts, c) for f, c in zip(flops, chunk_flops, strict=True)]
-            nbytes = [b + np.dot(counts, c) for b, c in zip(nbytes, chunk_bytes, strict=True)]
-            tokens += float(np.dot(counts, sizes))
+            # exact sums in a fixed order, not BLAS dots: the same answer on any machine
+            # and thread count
+            flops = [f + math.fsum(counts * c) for f, c in zip(flops, chunk_flops, strict=True)]
+            nbytes = [b + math.fsum(counts * c) for b, c in zip(nbytes, chunk_bytes, strict=True)]
+            tokens += math.fsum(counts * sizes)
             sequences += float(counts.sum())  # a calibrated profile's per-sequence costs
         parts = [np.atleast_1d(f) for f in flops], [np.atleast_1d(b) for b in nbytes]
         return float(costs.times(*parts, np.array([round(tokens)]), np.array([sequences]))[0])
