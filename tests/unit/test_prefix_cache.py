@@ -297,3 +297,23 @@ def test_memory_is_linear_in_the_cached_blocks(requests, capacities):
         cache.fit()
         assert len(cache.ends) <= cache.cached_blocks <= sum(capacities)
         assert all(len(heap) <= len(cache.ends) for heap in cache.heaps)
+
+
+def test_a_timed_session_trace_keeps_its_times_and_sorts_by_them(tmp_path):
+    """Turns with their own arrival_s arrive then (no waiting), in time order whatever the
+    file's order; a turn that comes before its previous turn's finish hits nothing of it."""
+    trace = write(tmp_path / "s.csv",
+                  "session_id,turn,input_tokens,output_tokens,arrival_s,system_tokens",
+                  ["b,0,900,50,0.5,256", "a,1,1600,10,100.0,256", "a,0,1000,400,0.0,256",
+                   "b,1,1000,10,0.6,256"])
+    sessions = read_session_trace(trace)
+    assert sessions.previous is None
+    assert sessions.requests.arrival_s.tolist() == [0.0, 0.5, 0.6, 100.0]
+    assert sessions.requests.input_tokens.tolist() == [1000, 900, 1000, 1600]
+    simulation = run(sessions, CacheConfig())
+    # b's second turn arrives 0.1 s after its first, while both first turns still
+    # decode: blocks enter the cache only when their request finishes, so it finds
+    # nothing, not even the shared system prompt; a's second turn, long after, finds its
+    # first turn's prompt (the system prompt's blocks included) and output
+    assert simulation.finish_s[0] < 100.0 and min(simulation.finish_s[:2]) > 0.6
+    assert simulation.prefix_cache["cached_prefill_tokens"] == (1000 + 400 - 1) // 16 * 16
