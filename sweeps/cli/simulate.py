@@ -160,6 +160,7 @@ def simulate_command(policy, max_batch, token_budget, workload, input_tokens, ou
     config = build_config(setup)
     scheduler = SchedulerConfig(policy=policy, max_batch=max_batch, token_budget=token_budget,
                                 kv_admission=kv_admission, block_size=block_size)
+    want_capacity = setup["capacity"]
     cache = prefix_caching.cache_config(setup)
     process = parse_arrivals(arrival)
     sessions, trace = prefix_caching.resolve_sessions(workload, process, request_count, seed)
@@ -196,6 +197,10 @@ def simulate_command(policy, max_batch, token_budget, workload, input_tokens, ou
         uncached = simulate(config.step_inputs(), config.assumptions, scheduler, requests, **run)
         report["prefix_cache"] = prefix_caching.cache_report(simulation, uncached, cache,
                                                              slo_ttft, slo_tpot)
+        if want_capacity:
+            report["prefix_cache"]["capacity"] = prefix_caching.capacity_report(
+                config, scheduler, cache, sessions, workload or process.path, process,
+                request_count, seed, slo_ttft, slo_tpot)
     click.echo(json_text(report, NULL_REASONS) if as_json else render(report))
 
 

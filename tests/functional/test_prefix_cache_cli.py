@@ -101,3 +101,18 @@ def test_more_requests_than_a_session_trace_has_are_refused(tmp_path):
     err = sweep("simulate", "--arrival", f"trace:{session_trace(tmp_path)}", "-n", 61,
                 expect=2)[1]
     assert "at most that" in err
+
+
+def test_capacity_with_the_cache_is_at_least_without():
+    args = ("simulate", "--workload", GENERATOR, "--arrival", "poisson:rate=2", "-n", 600,
+            "--prefix-cache", "lru", "--slo-ttft", "0.2", "--slo-tpot", "0.05", "--capacity")
+    capacity = sweep_json(*args)["prefix_cache"]["capacity"]
+    with_cache, without = capacity["with_cache"], capacity["without_cache"]
+    assert with_cache["slo_attainment"] >= 0.9 and without["slo_attainment"] >= 0.9
+    assert with_cache["load_scale"] > without["load_scale"]
+    assert with_cache["offered_requests_per_s"] == pytest.approx(
+        2 * with_cache["load_scale"] * 4, rel=0.01)  # 4 turns per session
+    assert "capacity" in run_sweep(*args)
+    err = sweep("simulate", "--workload", GENERATOR, "-n", 50, "--prefix-cache", "lru",
+                "--capacity", expect=2)[1]
+    assert "needs an objective" in err
