@@ -7,7 +7,10 @@ formats that carry their scales:
   128 weights adds 2 bytes per 128 weights, 1/64 of a byte per weight (zero points, when
   a checkpoint has them, are not counted);
 - `mxfp4` (OCP microscaling, as gpt-oss ships its experts): 4-bit values plus one 8-bit
-  shared scale per block of 32, 4.25 bits per weight.
+  shared scale per block of 32, 4.25 bits per weight;
+- `nvfp4` (NVIDIA's Blackwell format): 4-bit E2M1 values plus one FP8 E4M3 scale per
+  block of 16, 4.5 bits per weight (the one FP32 scale per tensor is not counted).
+  Blackwell tensor cores multiply it directly, so its compute dtype is `fp4`.
 fp8 block scales (DeepSeek-V3: one fp32 scale per 128 x 128 block, 1/4096 of a byte per
 weight) are negligible and not counted.
 """
@@ -30,7 +33,12 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "int8-g128": 1.0 + 2.0 / 128,
     "int4-g128": 0.5 + 2.0 / 128,
     "mxfp4": 4.25 / 8,
+    "nvfp4": 4.5 / 8,
 }
+
+# nvfp4 runs at the fp4 peak (`default_compute_dtype`); a GPU without one needs
+# --compute-dtype bf16.
+NATIVE = {"nvfp4": "fp4"}
 
 # Weight formats that tensor cores do not multiply directly: weight-only quantisation
 # dequantises to 16 bits, so the matmul runs at the bf16 peak (give the compute dtype to
@@ -58,4 +66,5 @@ def default_compute_dtype(weight_dtype: str) -> str:
     """The format the matmuls run in when only the weight format is given: the weights'
     own when tensor cores take it (fp8 weights and activations run at the fp8 peak),
     bf16 for weight-only formats."""
-    return WEIGHT_ONLY.get(check_dtype(weight_dtype, "weight dtype"), weight_dtype)
+    weight_dtype = check_dtype(weight_dtype, "weight dtype")
+    return NATIVE.get(weight_dtype, WEIGHT_ONLY.get(weight_dtype, weight_dtype))

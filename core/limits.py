@@ -144,6 +144,14 @@ BOUNDS: dict[str, Bound] = {
     "ssd_tier_bandwidth_gbs": Bound(0, 10**5, min_open=True, unit="GB/s"),
     "arrival_s": Bound(0, 10**9, unit="s"),
     "think_time_s": Bound(0, 10**7, unit="s"),
+    # cluster scale: pipeline, expert and attention-data parallelism, systems
+    "pp": Bound(1, 4096, integer=True, unit="stages"),
+    "ep": Bound(1, 4096, integer=True, unit="GPUs"),
+    "dp": Bound(1, 4096, integer=True, unit="GPUs"),
+    "micro_batches": Bound(1, 4096, integer=True, unit="micro-batches"),
+    "gpus_per_domain": Bound(1, 10**6, integer=True, unit="GPUs"),
+    "link_latency_us": Bound(0, 10**6, unit="us"),
+    "gpus": Bound(1, 10**6, integer=True, unit="GPUs"),
 }
 
 

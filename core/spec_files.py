@@ -1,8 +1,8 @@
 """Finding and reading spec files: shipped ones by name, any file by path.
 
 Shipped specs live in the `rooftui.specs` package (`specs/` in the source tree):
-`gpus/`, `models/`, `profiles/`, `workloads/`. A name is a file stem there; anything
-with a path separator or a `.toml`/`.json` suffix is read as a path.
+`gpus/`, `models/`, `profiles/`, `workloads/`, `systems/`. A name is a file stem there;
+anything with a path separator or a `.toml`/`.json` suffix is read as a path.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from rooftui.core import limits
 from rooftui.core.errors import SpecError
 
-KINDS = ("gpus", "models", "profiles", "workloads")
+KINDS = ("gpus", "models", "profiles", "workloads", "systems")
 
 
 def shipped_dir(kind: str) -> Path:

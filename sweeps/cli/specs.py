@@ -1,4 +1,4 @@
-"""`sweep specs`: list, show and validate GPU, model, profile and workload specs."""
+"""`sweep specs`: list, show and validate GPU, model, profile, workload and system specs."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from rooftui.core.assumptions import load_profile
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.model import load_model
+from rooftui.core.systems import load_system
 from rooftui.core.workloads import load_workload
 
 LOADERS = {"gpus": load_gpu, "models": load_model, "profiles": load_profile,
-           "workloads": load_workload}
+           "workloads": load_workload, "systems": load_system}
 
 
 @click.group()
