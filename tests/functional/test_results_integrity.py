@@ -111,7 +111,7 @@ def test_flipped_and_truncated_shards_are_named_never_read_and_recomputed(done, 
 
 
 def test_a_shard_without_its_checksum_is_incomplete(done, grid_file):
-    (done / "points" / "shard-000002.parquet.sha256").unlink()  # killed before committing
+    (done / "points" / "shard-000002.parquet.crc32").unlink()  # killed before committing
     status = json.loads(sweep("status", done, "--json")[0])
     assert status["invalid"] == {"uncommitted": ["2"]}
     with pytest.warns(SkippedShardsWarning, match="no checksum"):
@@ -210,7 +210,7 @@ def test_a_kill_during_charts_is_rendered_by_the_rerun(grid_file, tmp_path, monk
         "attention_share.html", "roofline.html"]
     assert run_json(grid_file, "--out", out)["charts_seconds"] is None  # all up to date
 
-    (out / "points" / "shard-000000.parquet.sha256").unlink()  # recomputed: newer data
+    (out / "points" / "shard-000000.parquet.crc32").unlink()  # recomputed: newer data
     summary = run_json(grid_file, "--out", out)
     assert summary["shards_computed"] == 1 and summary["charts_seconds"] is not None
     newest = shard(out, 0).stat().st_mtime_ns
@@ -285,21 +285,22 @@ def test_out_under_a_file_is_one_line(grid_file, tmp_path):
 def test_a_full_disk_while_writing_a_shard_is_one_line_and_leaves_nothing(
         grid_file, tmp_path, monkeypatch):
     out = tmp_path / "out"
-    real_write = runner.HashingFile.write
+    real_write = runner.ShardWriter.write
     written = []
 
-    def fills_up(self, data):
-        written.append(len(data))
-        if len(written) > 3:
+    def fills_up(self, columns):
+        written.append(1)
+        if len(written) == 3:  # the third shard (each is one row group)
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(self, data)
+        return real_write(self, columns)
 
-    monkeypatch.setattr(runner.HashingFile, "write", fills_up)
+    monkeypatch.setattr(runner.ShardWriter, "write", fills_up)
     _, err = sweep("run", grid_file, "--out", out, "--shard-size", SHARD_SIZE, expect=2)
     assert "no space left on the device" in one_error(err)
     assert not list((out / "points").glob(".shard-*"))  # no temporary left
-    assert not list((out / "points").glob("shard-*"))  # and no shard half-written
     monkeypatch.undo()
+    status = json.loads(sweep("status", out, "--json")[0])  # what is there is whole
+    assert status["invalid_files"] == 0 and status["shards_done"] == 2
     assert run_json(grid_file, "--out", out, "--no-charts")["complete"]
 
 
@@ -308,7 +309,7 @@ def test_a_read_only_folder_is_one_line(done, grid_file, monkeypatch):
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(os, "replace", read_only)
-    (done / "points" / "shard-000000.parquet.sha256").unlink()
+    (done / "points" / "shard-000000.parquet.crc32").unlink()
     _, err = sweep("run", grid_file, "--out", done, "--no-charts", expect=2)
     assert "read-only" in one_error(err)
 
@@ -317,7 +318,7 @@ def test_a_read_only_folder_is_one_line(done, grid_file, monkeypatch):
 def test_permission_denied_is_one_line(done, grid_file):
     (done / "points").chmod(0o500)
     try:
-        (done / "points" / "shard-000000.parquet.sha256").unlink(missing_ok=True)
+        (done / "points" / "shard-000000.parquet.crc32").unlink(missing_ok=True)
         _, err = sweep("run", grid_file, "--out", done, "--no-charts", expect=2)
     finally:
         (done / "points").chmod(0o700)
