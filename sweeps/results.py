@@ -92,6 +92,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftui.core.errors import SpecError
 from rooftui.core.limits import BOUNDS, Bound, check
+from rooftui.sweeps.output_files import file_error
 from rooftui.sweeps.shard_files import REASONS, shard_state
 
 if TYPE_CHECKING:
@@ -161,8 +162,6 @@ def shard_indices(points_dir: str | Path) -> set[int]:
     except FileNotFoundError:
         return set()
     except OSError as error:
-        from rooftui.sweeps.output_files import file_error
-
         raise file_error(error, points_dir, "read") from None
     return {int(match[1]) for match in map(SHARD_NAME.fullmatch, names) if match}
 

@@ -236,7 +236,8 @@ def _seconds(value: float) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_one_line_file_errors
 def status(out_dir, as_json):
-    """Done and missing shards of a `sweep run` output folder (from the shards' footers)."""
+    """Done, missing and damaged shards of a `sweep run` output folder: every shard's
+    checksum is verified (its bytes read) and its footer checked against the manifest."""
     from rooftui.sweeps.runner import sweep_status
 
     s = sweep_status(out_dir)
