@@ -425,3 +425,46 @@ def test_derived_metrics_are_the_cores_to_the_last_bit(text):
     every = {k: (np.array(sweep.dictionaries[k], dtype=object)[v]
                  if k in sweep.dictionaries else v) for k, v in full.items()}
     assert with_derived(pl.DataFrame(every)).columns == list(full)
+
+
+# --- bad numbers: every one a one-line error naming the key and the range ---------------
+BAD_NUMBERS = st.one_of(
+    st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -1e308, -1, 2**62, 10**30]),
+    st.text(st.characters(min_codepoint=32, exclude_categories=("Cs", "Cc")), max_size=3),
+    st.booleans(), st.lists(st.integers(), max_size=1))
+
+
+def _toml(value) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(key=st.sampled_from(["batch", "context", "prefill", "tp", "mfu", "acceptance",
+                            "memory_reserve_gb", "tpot_budget", "kv_heads"]),
+       value=BAD_NUMBERS, where=st.sampled_from(["fixed", "axes"]))
+def test_bad_numbers_are_one_line_errors_naming_the_key(key, value, where):
+    shown = _toml(value)
+    body = f"{key} = {shown}" if where == "fixed" else f"{key} = [{shown}]"
+    text = f'name = "x"\n[{where}]\n{body}\n'
+    if key == "mfu" and isinstance(value, int | float) and not isinstance(value, bool) \
+            and math.isfinite(value) and 0 < value <= 1:
+        return
+    with pytest.raises(SpecError) as caught:
+        grid(text)
+    message = str(caught.value)
+    assert "\n" not in message and key in message and "must be" in message, message
+
+
+@pytest.mark.parametrize("spec", ["{ start = 1, stop = nan }", "{ start = -inf, stop = 1 }",
+                                  "{ start = 1, stop = 1e308, scale = \"log2\" }",
+                                  "{ start = 1, stop = 3, num = 1e12 }"])
+def test_bad_ranges_are_refused_before_they_are_built(spec):
+    with pytest.raises(SpecError) as caught:
+        grid(f'name = "x"\n[axes]\nbatch = {spec}\n')
+    assert "\n" not in str(caught.value) and "batch" in str(caught.value)
