@@ -100,7 +100,6 @@ if TYPE_CHECKING:
 
 MANIFEST = "manifest.json"
 POINTS = "points"
-SHARDS = "shard-*.parquet"
 SHARD_NAME = re.compile(r"shard-(\d{6,})\.parquet")
 SPEC_HASH = re.compile(r"[0-9a-f]{64}")
 
