@@ -342,6 +342,9 @@ class ModelArrays:
     ffn_always_read_params: np.ndarray  # summed: dense FFNs, routers, shared experts
     routed_expert_params: np.ndarray  # summed: every routed expert's matmuls
     expert_miss: np.ndarray  # 1 - k/E: a token's routing misses a given expert (dense: 1)
+    experts: np.ndarray  # E routed experts per MoE layer (dense: 0)
+    experts_per_token: np.ndarray  # k (dense: 0)
+    moe_layers: np.ndarray
 
     @staticmethod
     def stack(models: list[Model]) -> ModelArrays:
@@ -383,6 +386,10 @@ class ModelArrays:
             routed_expert_params=column([m.routed_expert_params() for m in models]),
             expert_miss=column([1 - m.num_experts_per_tok / m.num_experts if m.is_moe else 1.0
                                 for m in models]),
+            experts=column([m.num_experts if m.is_moe else 0 for m in models]),
+            experts_per_token=column([m.num_experts_per_tok if m.is_moe else 0
+                                      for m in models]),
+            moe_layers=column([m.moe_layers if m.is_moe else 0 for m in models]),
         )
 
     def take(self, index: np.ndarray | int) -> ModelArrays:
@@ -395,7 +402,8 @@ class ModelArrays:
         return ModelArrays(**{f.name: column(f.name) for f in fields(self)})
 
 
-SPARSE_COLUMNS = ("kv_latent", "routed_expert_params", "expert_miss")
+SPARSE_COLUMNS = ("kv_latent", "routed_expert_params", "expert_miss", "experts",
+                  "experts_per_token", "moe_layers")
 
 
 def model_from_config(data: dict[str, Any], where: str, key: str = "") -> Model:

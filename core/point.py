@@ -13,8 +13,16 @@ from rooftui.core.dtypes import check_dtype, default_compute_dtype
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU, load_gpu
 from rooftui.core.model import Model, ModelArrays, load_model
+from rooftui.core.parallel import busiest_expert_load
 from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step
-from rooftui.core.tables import GPUTable, assumptions_inputs, dtype_code, gather_step_inputs
+from rooftui.core.systems import DOMAIN, NETWORK, System, load_system
+from rooftui.core.tables import (
+    GPUTable,
+    SystemTable,
+    assumptions_inputs,
+    dtype_code,
+    gather_step_inputs,
+)
 
 
 def uneven_split(tp, heads, kv_heads, is_mla):
@@ -48,11 +56,17 @@ class PointConfig:
     draft_model: Model | None = None  # None: drafting costs nothing (n-gram, lookup)
     price_per_gpu_hour: float | None = None  # for the cost per million tokens
     energy: bool = False  # joules per token from the board power (`point_report` always)
+    pp: int = 1  # pipeline stages (core/parallel.py)
+    ep: int = 1  # GPUs the routed experts are split over: 1 or tp * dp
+    dp: int = 1  # data-parallel attention groups of tp GPUs per stage
+    micro_batches: int | None = None  # per step over the pipeline; None: pp
+    system: System | None = None  # the links collectives cross; None: the GPU's interconnect
 
     def __post_init__(self) -> None:
         # finite and within range before anything is computed (`limits.BOUNDS`)
         for key in ("batch", "context", "prefill", "prefill_context", "spec_tokens", "tp",
-                    "tpot_budget", "acceptance", "price_per_gpu_hour"):
+                    "tpot_budget", "acceptance", "price_per_gpu_hour", "pp", "ep", "dp",
+                    "micro_batches"):
             if getattr(self, key) is not None:
                 limits.check(key, getattr(self, key))
         for key in ("weight_dtype", "kv_dtype", "compute_dtype", "expert_weight_dtype"):
@@ -61,10 +75,36 @@ class PointConfig:
         self._check_parallelism()
         self._check_speculation()
 
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica: pp stages of dp attention groups of tp GPUs."""
+        return self.tp * self.dp * self.pp
+
+    def _check_layout(self) -> None:
+        if self.ep not in (1, self.tp * self.dp):
+            raise SpecError(f"ep {self.ep} must be 1 or tp x dp = {self.tp * self.dp}: the "
+                            "routed experts are split over every GPU of a stage, or none")
+        if self.ep > 1 and not self.model.is_moe:
+            raise SpecError(f"ep {self.ep} needs a mixture-of-experts model; "
+                            f"{self.model.name} is dense")
+        if self.ep > 1 and self.model.num_experts % self.ep:
+            raise SpecError(f"ep {self.ep} does not divide {self.model.name}'s "
+                            f"{self.model.num_experts} routed experts")
+        if self.pp > self.model.num_hidden_layers:
+            raise SpecError(f"pp {self.pp} is more stages than {self.model.name}'s "
+                            f"{self.model.num_hidden_layers} layers")
+        if self.micro_batches is not None and self.pp == 1 and self.micro_batches != 1:
+            raise SpecError("micro-batches split a step over pipeline stages: give --pp too")
+        if self.system is None and max(self.pp, self.ep) > 1 and (
+                self.gpu.interconnect_gbs is None):
+            raise SpecError(f"{self.gpu.name} lists no interconnect_gbs for the pipeline's "
+                            "and experts' transfers; add it, or give --system")
+
     def _check_parallelism(self) -> None:
+        self._check_layout()
         if self.tp == 1:
             return
-        if self.gpu.interconnect_gbs is None:
+        if self.gpu.interconnect_gbs is None and self.system is None:
             raise SpecError(f"{self.gpu.name} lists no interconnect_gbs, which tensor "
                             "parallelism needs for its all-reduces; add it to the GPU spec")
         for model in filter(None, (self.model, self.draft_model)):
@@ -138,6 +178,9 @@ class PointConfig:
             tp=self.tp, spec_tokens=self.spec_tokens, acceptance=self.acceptance or 0.0,
             draft_model=1 if self.draft_model else None,
             energy=self.energy, price_per_gpu_hour=self.price_per_gpu_hour,
+            pp=self.pp, ep=self.ep, dp=self.dp, micro_batches=self.micro_batches,
+            systems=None if self.system is None else SystemTable.of([self.system]),
+            system=None if self.system is None else 0,
             **assumptions_inputs(self.assumptions))
 
 
@@ -148,18 +191,22 @@ ASSUMPTION_OVERRIDES = ("mfu", "mbu", "memory_reserve_gb", "overlap", "attention
 
 def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = None,
                  draft_model: str | None = None, loaders=(load_gpu, load_model, load_profile),
-                 **options) -> PointConfig:
+                 system: str | None = None, **options) -> PointConfig:
     """A `PointConfig` from spec names or paths, as `sweep point` and the Explorer name
     them: `kv_heads` a what-if on the model's, `options` the other `PointConfig` fields
     and the profile's `ASSUMPTION_OVERRIDES`. `loaders` read the GPU, model and profile
-    specs (the Explorer passes cached ones)."""
+    specs (the Explorer passes cached ones). A `system` brings its own GPU, which replaces
+    `gpu`."""
     read_gpu, read_model, read_profile = loaders
+    if system:
+        options["system"] = load_system(system)
     spec = read_model(model)
     if kv_heads:
         spec = spec.with_kv_heads(kv_heads)
     assumptions = read_profile(profile).with_overrides(
         **{key: options.pop(key) for key in ASSUMPTION_OVERRIDES if key in options})
-    return PointConfig(gpu=read_gpu(gpu), model=spec, assumptions=assumptions,
+    gpu_spec = options["system"].gpu if system else read_gpu(gpu)
+    return PointConfig(gpu=gpu_spec, model=spec, assumptions=assumptions,
                        draft_model=read_model(draft_model) if draft_model else None, **options)
 
 
@@ -180,6 +227,36 @@ def _attention_kind(model: Model) -> str:
     if model.num_key_value_heads == model.num_attention_heads:
         return "MHA"
     return "MQA" if model.num_key_value_heads == 1 else "GQA"
+
+
+def _parallelism(config: PointConfig) -> dict:
+    system = config.system
+    return {"tp": config.tp, "pp": config.pp, "ep": config.ep, "dp": config.dp,
+            "micro_batches": config.micro_batches or config.pp, "gpus": config.gpus,
+            "system": None if system is None else system.name,
+            "gpus_per_domain": None if system is None else system.gpus_per_domain,
+            "bubble": (((config.micro_batches or config.pp) + config.pp - 1)
+                       / (config.micro_batches or config.pp))}
+
+
+def link_name(config: PointConfig, part: str) -> str:
+    """The link a collective crosses: `interconnect` (the GPU's, without a system), else
+    `nvlink_domain`, `network`, or both for an all-to-all wider than a domain."""
+    if config.system is None:
+        return "interconnect"
+    domain = config.system.gpus_per_domain
+    group = {"communication": config.tp, "draft_communication": config.tp,
+             "all_to_all": config.ep, "pipeline_transfer": config.gpus}[part]
+    if group <= domain:
+        return DOMAIN
+    return f"{DOMAIN}+{NETWORK}" if part == "all_to_all" and domain > 1 else NETWORK
+
+
+def _collectives(config: PointConfig, m: dict) -> dict:
+    """Each link part's bytes per GPU, the link it crosses and its time."""
+    return {name: {"bytes": m[f"{name}_bytes"], "link": link_name(config, name),
+                   "time_s": m[f"{name}_time_s"]}
+            for name in LINK_PARTS if f"{name}_bytes" in m}
 
 
 def point_report(config: PointConfig) -> dict:
@@ -269,6 +346,14 @@ def point_report(config: PointConfig) -> dict:
         "cost_per_million_tokens": _finite(m.get("cost_per_million_tokens")),
         "warnings": config.warnings(),
     }
+    report["parallelism"] = _parallelism(config)
+    report["collectives"] = _collectives(config, m)
+    if report["moe"] is not None and config.ep > 1:
+        routed = config.batch * (config.spec_tokens + 1) * config.dp + config.prefill * config.dp
+        report["moe"]["busiest_gpu_pairs_per_layer"] = float(busiest_expert_load(
+            routed, model.num_experts, model.num_experts_per_tok, config.ep))
+        report["moe"]["mean_gpu_pairs_per_layer"] = (
+            routed * model.num_experts_per_tok / config.ep)
     if "max_batch_for_tpot" in m:
         value = m["max_batch_for_tpot"]
         report["tpot_budget_s"] = config.tpot_budget

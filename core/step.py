@@ -61,6 +61,9 @@ allreduce_overhead_s. A step with any token adds step_overhead_s + layers *
 layer_overhead_s (`overhead_s`; a draft's k steps pay their own). The reported FLOPs and
 bytes stay the real ones; only the times see the padding.
 
+Pipeline, expert and attention-data parallelism (pp, ep, dp) and the links their
+collectives cross: core/parallel.py (parts all_to_all and pipeline_transfer).
+
 tokens/s = B * tau / step time (per replica of tp GPUs), per user tau / step;
 `max_batch_for_tpot`: the largest B whose time per output token, step time / tau, fits
 the budget (every part is linear in B but the routed experts' bytes: see the solver).
@@ -89,10 +92,13 @@ import numpy as np
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.efficiency import fixed_step_time, part_efficiencies
 from rooftui.core.model import ModelArrays
+from rooftui.core.parallel import Layout
 
-PARTS = ("gemm", "attention", "activations", "communication",
-         "draft_gemm", "draft_attention", "draft_activations", "draft_communication")
-LINK_PARTS = ("communication", "draft_communication")  # timed at the interconnect
+PARTS = ("gemm", "attention", "activations", "communication", "all_to_all",
+         "pipeline_transfer", "draft_gemm", "draft_attention", "draft_activations",
+         "draft_communication")
+# timed on a link: the interconnect, or (core/parallel.py) the link each one crosses
+LINK_PARTS = ("communication", "all_to_all", "pipeline_transfer", "draft_communication")
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,16 @@ class StepInputs:
     draft: ModelArrays | None = None  # the draft model; None: drafting is free
     board_power_w: np.ndarray | None = None  # per GPU; None: no energy output
     price_per_gpu_hour: np.ndarray | None = None  # None: no cost output
+    # core/parallel.py: stages, expert-parallel GPUs, attention groups, micro-batches
+    # (None: pp), and the links of the all-to-all and of a stage boundary (B/s, s)
+    pp: np.ndarray | float = 1
+    ep: np.ndarray | float = 1
+    dp: np.ndarray | float = 1
+    micro_batches: np.ndarray | float | None = None
+    expert_link: np.ndarray | float = np.inf
+    expert_link_latency: np.ndarray | float = 0.0
+    stage_link: np.ndarray | float = np.inf
+    stage_link_latency: np.ndarray | float = 0.0
 
 
 def _is_scalar(value, number: float) -> bool:
@@ -147,7 +163,8 @@ class _Linear:
     (None: no such term), plus `weights` bytes read once if the step has any token and
     the routed experts' bytes, `experts` * (1 - miss^T), for the T = queries * B + prefill
     tokens routed (miss = 1 - k/E, kept as its logarithm: exp(T ln miss) is several times
-    cheaper than a power over a whole grid)."""
+    cheaper than a power over a whole grid), and `flops_sqrt` * sqrt(T) + `flops_skew`
+    FLOPs once T > 0 (the busiest expert-parallel GPU's excess, core/parallel.py)."""
 
     flops_fixed: Any = None
     flops_per_sequence: Any = None
@@ -158,6 +175,8 @@ class _Linear:
     log_miss: Any = 0.0
     queries: Any = 1.0
     prefill: Any = 0.0
+    flops_sqrt: Any = None
+    flops_skew: Any = None
 
     def tokens(self, batch):
         routed = batch if _is_scalar(self.queries, 1) else self.queries * batch
@@ -171,7 +190,14 @@ class _Linear:
         """FLOPs and bytes at `batch`; with `rates`, also their derivatives in B (B >= 1)."""
         flops = _plus(self.flops_fixed, _times_batch(self.flops_per_sequence, batch))
         nbytes = _plus(self.bytes_fixed, _times_batch(self.bytes_per_sequence, batch))
-        expert_growth = 0.0
+        expert_growth = sqrt_growth = 0.0
+        if self.flops_sqrt is not None:
+            root = np.sqrt(self.tokens(batch))
+            flops = flops + self.flops_sqrt * root + self.flops_skew * (root > 0)
+            if rates:  # d/dB of sqrt(q B + prefill)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    sqrt_growth = np.where(root > 0, 0.5 * self.flops_sqrt * self.queries
+                                           / root, 0.0)
         if self.weights is not None:
             tokens = self.tokens(batch)
             nbytes = _plus(nbytes, self.weights * (tokens > 0))
@@ -182,7 +208,8 @@ class _Linear:
                     expert_growth = -self.experts * self.log_miss * self.queries * missed
         if not rates:  # flops None: a part without FLOPs (activations, links)
             return flops, nbytes
-        flops_rate = 0.0 if self.flops_per_sequence is None else self.flops_per_sequence
+        flops_rate = sqrt_growth + (0.0 if self.flops_per_sequence is None
+                                    else self.flops_per_sequence)
         bytes_rate = 0.0 if self.bytes_per_sequence is None else self.bytes_per_sequence
         return flops, nbytes, flops_rate, bytes_rate + expert_growth
 
@@ -194,7 +221,8 @@ class _Linear:
                        flops_per_sequence=scaled(self.flops_per_sequence),
                        bytes_fixed=scaled(self.bytes_fixed),
                        bytes_per_sequence=scaled(self.bytes_per_sequence),
-                       weights=scaled(self.weights), experts=scaled(self.experts))
+                       weights=scaled(self.weights), experts=scaled(self.experts),
+                       flops_sqrt=scaled(self.flops_sqrt), flops_skew=scaled(self.flops_skew))
 
 
 def _window_integral(x: np.ndarray, window: np.ndarray) -> np.ndarray:
@@ -217,7 +245,8 @@ def _scaled(part: _Linear, extra: _Linear | None, compute, memory) -> _Linear:
         bytes_fixed=divided(_plus(part.bytes_fixed, extra.bytes_fixed), memory),
         bytes_per_sequence=divided(_plus(part.bytes_per_sequence, extra.bytes_per_sequence),
                                    memory),
-        weights=divided(part.weights, memory), experts=divided(part.experts, memory))
+        weights=divided(part.weights, memory), experts=divided(part.experts, memory),
+        flops_sqrt=divided(part.flops_sqrt, compute), flops_skew=divided(part.flops_skew, compute))
 
 
 class _Shape:
@@ -277,6 +306,9 @@ class _Shape:
         self.parts = self._parts(inputs, assumptions, full_layers=full_layers,
                                  kv_elements=kv_elements, prompt_end=prompt_end,
                                  decode_keys=decode_keys, decode_pairs=decode_pairs)
+        self.layout = Layout.of(inputs)
+        if self.layout is not None:
+            self.parts = self.layout.distribute(self.parts, inputs, self, _Linear, _scaled)
         efficiency = assumptions.efficiency
         self.calibrated = not efficiency.is_ideal
         if self.calibrated:
@@ -297,6 +329,11 @@ class _Shape:
             self.draft = None
         if not self.calibrated:
             self.timed_parts = self.parts
+        self.link_rate = inputs.interconnect  # link parts' bytes per second
+        if self.layout is not None:  # link parts timed in seconds, each on its own link
+            self.timed_parts = self.layout.retime(self.timed_parts, inputs, self, LINK_PARTS,
+                                                  _scaled)
+            self.link_rate = 1.0
 
     def per_query(self, value):
         """A per-token quantity, for the q queries of a decode sequence."""
@@ -327,6 +364,8 @@ class _Shape:
         key_flops = self.per_gpu(model.attention_flops_per_key * model.layers
                                  * efficiency.attention_mfu_half)
         key_bytes = self.kv_per_gpu(self.kv_bytes_per_token * efficiency.attention_mbu_half)
+        if self.layout is not None and self.layout.pipelined:  # one stage's layers
+            key_flops, key_bytes = key_flops / self.layout.pp, key_bytes / self.layout.pp
         padding = {
             "gemm": _Linear(flops_fixed=efficiency.gemm_m_half
                             * self.parts["gemm"].flops_per_sequence / self.queries),
@@ -434,7 +473,8 @@ def _draft_inputs(inputs: StepInputs) -> StepInputs:
     (routed experts stored like the target's) and GPUs, one token per sequence, no
     prefill."""
     return replace(inputs, model=inputs.draft, kv_heads=inputs.draft.kv_heads, prefill=0.0,
-                   prefill_context=0.0, spec_tokens=0, draft=None)
+                   prefill_context=0.0, spec_tokens=0, draft=None, pp=1, ep=1, dp=1,
+                   micro_batches=None)
 
 
 def _costs(shape: _Shape, batch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -527,11 +567,11 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
     compute_rate = inputs.mfu * inputs.peak_flops
     memory_rate = inputs.mbu * inputs.bandwidth
     costs = _costs(shape, batch)
-    timed = costs if not shape.calibrated else {
+    timed = costs if shape.timed_parts is shape.parts else {
         name: part.at(batch) for name, part in shape.timed_parts.items()}
     # the parts' bounds are of their real costs: the times' comparison when those time them
     part_bounds = {} if timed is costs else None
-    part_times = _times(timed, compute_rate, memory_rate, inputs.interconnect, part_bounds)
+    part_times = _times(timed, compute_rate, memory_rate, shape.link_rate, part_bounds)
     step_time = _step_time(timed, part_times, assumptions, compute_rate, memory_rate)
     if shape.calibrated:  # an empty step (no token) runs nothing and pays nothing
         busy = batch * shape.queries + inputs.prefill > 0
@@ -579,7 +619,12 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
             out["overhead_s"] = overhead
         if shape.speculating:
             out["expected_tokens_per_step"] = shape.tokens_per_step * np.ones(np.shape(batch))
-        if shape.split:
+        if shape.layout is not None:  # dp attention groups; GPUs of tp x dp x pp
+            replica_gpus, group_gpus = shape.layout.gpus(shape)
+            for key in ("tokens_per_s", "prefill_tokens_per_s"):
+                out[key] = out[key] * shape.layout.dp
+            out["tokens_per_s_per_gpu"] = out["tokens_per_s"] / replica_gpus
+        elif shape.split:
             out["tokens_per_s_per_gpu"] = out["tokens_per_s"] / shape.tp
 
         # memory per GPU: resident weights, the batch's KV cache, room for more sequences
@@ -606,9 +651,13 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
         out["intensity_ceiling"] = sequence_flops / sequence_bytes
         out["throughput_ceiling_tokens_per_s"] = (shape.per_query_step(memory_rate)
                                                   / shape.kv_read_per_sequence)
+        if shape.layout is not None:
+            out["throughput_ceiling_tokens_per_s"] = (out["throughput_ceiling_tokens_per_s"]
+                                                      * shape.layout.dp)
 
         if inputs.board_power_w is not None or inputs.price_per_gpu_hour is not None:
-            gpu_seconds = step_time * shape.tp if shape.split else step_time
+            gpu_seconds = (step_time * group_gpus if shape.layout is not None
+                           else step_time * shape.tp if shape.split else step_time)
             gpu_seconds_per_token = gpu_seconds / (new_tokens + inputs.prefill)
             if inputs.board_power_w is not None:
                 out["energy_j_per_token"] = inputs.board_power_w * gpu_seconds_per_token
@@ -635,12 +684,17 @@ def _memory(inputs: StepInputs, shape: _Shape):
     resident_params = (model.layers * (shape.attention_params + bias_params)
                        + model.ffn_always_read_params + model.static_resident_params)
     weight_bytes = resident_params * inputs.weight_bytes
-    if shape.routed:
-        weight_bytes = weight_bytes + model.routed_expert_params * shape.expert_weight_bytes
     prompt_kv = (0.0 if shape.prompt_keys is None
                  else shape.kv_per_gpu(shape.kv_token_layer_bytes * shape.prompt_keys))
-    return (shape.per_gpu(weight_bytes),
-            shape.kv_per_gpu(shape.kv_token_layer_bytes * shape.cached_keys), prompt_kv)
+    kv_per_sequence = shape.kv_per_gpu(shape.kv_token_layer_bytes * shape.cached_keys)
+    if shape.layout is not None:
+        expert_bytes = (model.routed_expert_params * shape.expert_weight_bytes
+                        if shape.routed else 0.0)
+        return shape.layout.memory(weight_bytes, expert_bytes, kv_per_sequence, prompt_kv,
+                                   shape)
+    if shape.routed:
+        weight_bytes = weight_bytes + model.routed_expert_params * shape.expert_weight_bytes
+    return shape.per_gpu(weight_bytes), kv_per_sequence, prompt_kv
 
 
 def _branches(shape: _Shape, compute_rate, memory_rate, link_rate):
@@ -661,8 +715,36 @@ def _branches(shape: _Shape, compute_rate, memory_rate, link_rate):
             continue
         compute = (zero_if_none(part.flops_fixed) / compute_rate,
                    zero_if_none(part.flops_per_sequence) / compute_rate)
+        if part.flops_sqrt is not None:  # sqrt(T) under its tangent at B = 1
+            tangent = _sqrt_tangent(part)
+            compute = (compute[0] + (part.flops_sqrt * tangent[0] + part.flops_skew)
+                       / compute_rate, compute[1] + part.flops_sqrt * tangent[1] / compute_rate)
         out.append((compute, memory))
     return out
+
+
+def _sqrt_tangent(part: _Linear):
+    """(intercept, slope) in B of the tangent to sqrt(q B + prefill) at B = 1: a line at
+    or above it for every B (the root is concave)."""
+    at_one = np.sqrt(part.tokens(1.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.where(at_one > 0, 0.5 * part.queries / at_one, 0.0)
+    return at_one - slope, slope
+
+
+def _concave_slack(parts, trial, compute_rate, link_rate, memory_rate):
+    """Time the lines of `_branches` overstate at B = `trial`: the routed experts left
+    unread and the busiest GPU's sqrt(T) FLOPs under their tangent."""
+    slack = 0.0
+    for name, part in parts.items():
+        if part.experts is not None:
+            slack = slack + (part.experts / (link_rate if name in LINK_PARTS else memory_rate)
+                             * part.missed(part.tokens(trial)))
+        if part.flops_sqrt is not None:
+            intercept, slope = _sqrt_tangent(part)
+            slack = slack + part.flops_sqrt / compute_rate * (
+                intercept + slope * trial - np.sqrt(part.tokens(trial)))
+    return slack
 
 
 def _dominant(branches):
@@ -691,22 +773,22 @@ def _max_batch_for_budget(inputs, shape, assumptions, compute_rate, memory_rate,
     than the experts left unread there could save; elsewhere the exact step time at L + 1
     decides, and where it fits Newton steps go on from there (see `_settle`).
     """
-    routed = any(part.experts is not None for part in shape.timed_parts.values())
+    routed = any(part.experts is not None or part.flops_sqrt is not None
+                 for part in shape.timed_parts.values())
     low, binding = _linear_max_batch(shape, assumptions, compute_rate, memory_rate,
-                                     inputs.interconnect, budget, binding=routed)
+                                     shape.link_rate, budget, binding=routed)
     if not routed:
         return low
     trial = np.where(np.isfinite(low), low + 1.0, 1.0)
     overshoot = binding[0] + binding[1] * trial - budget
-    unread = sum(part.experts / (inputs.interconnect if name in LINK_PARTS else memory_rate)
-                 * part.missed(part.tokens(trial))
-                 for name, part in shape.timed_parts.items() if part.experts is not None)
+    unread = _concave_slack(shape.timed_parts, trial, compute_rate, shape.link_rate,
+                            memory_rate)
     open_ = np.isfinite(low) & (overshoot <= unread * (1 + 1e-9))
     if not np.any(open_):
         return low
     full = np.broadcast_shapes(np.shape(low), np.shape(open_))
     index = np.flatnonzero(np.broadcast_to(open_, full))
-    rates = _restricted(index, full, compute_rate, memory_rate, inputs.interconnect)
+    rates = _restricted(index, full, compute_rate, memory_rate, shape.link_rate)
     parts = _restricted_parts(shape.timed_parts, index, full)
     budget_, trial_ = _restricted(index, full, budget, trial)
     time, rate = _time_and_rate(parts, rates, assumptions, trial_)

@@ -114,6 +114,31 @@ def setup_options(command: Callable) -> Callable:
     return functools.reduce(lambda cmd, option: option(cmd), reversed(options), command)
 
 
+def parallel_options(command: Callable) -> Callable:
+    """Pipeline, expert and attention-data parallelism and the system (core/parallel.py)."""
+    options = [
+        click.option("--pp", type=Number("pp"), default=1, show_default=True, metavar="N",
+                     help="Pipeline stages: each holds 1/N of the layers; activations cross "
+                          "each stage boundary."),
+        click.option("--micro-batches", type=Number("micro_batches"), metavar="M",
+                     help="Micro-batches a step runs over the pipeline; the step takes "
+                          "(M + pp - 1)/M of the busy time [default: pp]."),
+        click.option("--ep", type=Number("ep"), default=1, show_default=True, metavar="N",
+                     help="Expert parallelism: routed experts split over N = tp x dp GPUs, "
+                          "tokens dispatched and combined by all-to-all."),
+        click.option("--dp", type=Number("dp"), default=1, show_default=True, metavar="N",
+                     help="Data-parallel attention: N groups of tp GPUs per stage, each with "
+                          "its own --batch (with --ep, as DeepSeek deployments run)."),
+        click.option("--system", metavar="NAME|PATH",
+                     help="System (`sweep specs list systems`): its GPU replaces --gpu, and "
+                          "each collective is timed on the link it crosses (NVLink domain "
+                          "or network) [default: the GPU's interconnect, no latency]."),
+    ]
+    return functools.reduce(lambda cmd, option: option(cmd), reversed(options), command)
+
+
+PARALLEL_KEYS = ("pp", "micro_batches", "ep", "dp", "system")
+
 SETUP_KEYS = (
     "gpu", "model", "kv_heads", "weight_dtype", "kv_dtype", "compute_dtype", "profile", "mfu",
     "mbu", "overlap", "attention_flops", "activation_traffic", "kv_write", "memory_reserve_gb",
@@ -131,6 +156,7 @@ def build_config(params: dict, **step: object) -> PointConfig:
         expert_weight_dtype=params.get("expert_dtype"), tp=params.get("tp") or 1,
         spec_tokens=params.get("spec_tokens") or 0, acceptance=params.get("acceptance"),
         price_per_gpu_hour=params.get("price_per_gpu_hour"),
+        **{key: params[key] for key in PARALLEL_KEYS if params.get(key) is not None},
         **{key: params.get(key) for key in ASSUMPTION_OVERRIDES}, **step)
     gpu = config.gpu.with_overrides(
         peak_tflops=params.get("peak_tflops"), bandwidth_tbs=params.get("bandwidth_tbs"),

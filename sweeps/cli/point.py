@@ -14,12 +14,14 @@ from rooftui.sweeps.cli.options import (
     Number,
     build_config,
     json_text,
+    parallel_options,
     setup_options,
 )
 
 
 @click.command()
 @setup_options
+@parallel_options
 @click.option("--batch", "-b", type=Number("batch"), default=1, show_default=True,
               help="Decode sequences in the step (one token each).")
 @click.option("--context", "-s", type=Number("context"), default=1024, show_default=True,
@@ -47,6 +49,8 @@ def point(batch, context, prefill, prefill_context, tpot_budget, as_json, **setu
       sweep point --model mixtral-8x7b --batch 64 --tp 2 --price-per-gpu-hour 2.5
       sweep point --model llama-3-70b --tp 4 --spec-tokens 4 --acceptance 0.7
       sweep point --model gpt-oss-120b --draft-model gpt-oss-20b --spec-tokens 3 --acceptance 0.6
+      sweep point --model deepseek-v3 --system gb200-nvl72 --dp 32 --ep 32 --batch 64
+      sweep point --model llama-3.1-405b --system hgx-h100-ib --tp 8 --pp 2
 
     Energy per token uses the GPU's board power (tdp_w), an upper bound: a memory-bound
     step draws less.
@@ -88,7 +92,13 @@ def render_report(r: dict) -> str:
     """The human table: headline figures, the parts, memory, and why."""
     a = r["assumptions"]
     experts = f", experts {r['expert_weight_dtype']}" if r["expert_weight_dtype"] else ""
+    layout = r["parallelism"]
     replica = f" · tp {r['tp']} (figures per GPU, rates per replica)" if r["tp"] > 1 else ""
+    if layout["gpus"] > layout["tp"] or layout["system"]:
+        replica = (f" · tp {layout['tp']} × dp {layout['dp']} × pp {layout['pp']}, "
+                   f"ep {layout['ep']} = {layout['gpus']} GPUs"
+                   + (f" on {layout['system']}" if layout["system"] else "")
+                   + " (figures per GPU of one attention group and stage, rates per replica)")
     if r["attention_kind"] == "MLA":
         heads = "MLA: one latent per token for all heads"
     else:
@@ -114,7 +124,7 @@ def render_report(r: dict) -> str:
         f"  decode throughput    {units.rate(r['tokens_per_s']):>14}   all users",
         f"  per-user rate        {units.rate(r['per_user_tokens_per_s']):>14}",
     ]
-    if r["tp"] > 1:
+    if layout["gpus"] > 1:
         lines.append(f"  per GPU              {units.rate(r['tokens_per_s_per_gpu']):>14}")
     if r["prefill"]:
         lines.append(f"  prefill throughput   {units.rate(r['prefill_tokens_per_s']):>14}")
@@ -135,8 +145,9 @@ def render_report(r: dict) -> str:
             f"  {name:<20}{units.si(part['flops'], 'FLOP'):>12}{units.si(part['bytes'], 'B'):>12}"
             f"{units.seconds(part['time_s']):>12}{units.intensity(part['intensity']):>16}"
             f"  {part['bound']}")
+    lines += _collective_lines(r)
     max_batch = "unbounded" if r["max_batch"] is None else f"{r['max_batch']:,}"
-    per_gpu = " per GPU" if r["tp"] > 1 else ""
+    per_gpu = " per GPU" if layout["gpus"] > 1 else ""
     lines += [
         "",
         f"  ridge                {units.intensity(r['ridge']):>14}   peak / bandwidth",
@@ -158,12 +169,33 @@ def render_report(r: dict) -> str:
                      f"   time per token ≤ {units.seconds(r['tpot_budget_s'])}, memory aside")
     if r["energy_j_per_token"] is not None:
         lines.append(f"  energy per token     {r['energy_j_per_token']:>12.3g} J   at "
-                     f"{r['board_power_w']:g} W board power × {r['tp']} GPU(s), an upper bound")
+                     f"{r['board_power_w']:g} W board power × {layout['tp'] * layout['pp']} "
+                     "GPU(s), an upper bound")
     if r["cost_per_million_tokens"] is not None:
         lines.append(f"  cost per 1M tokens   {r['cost_per_million_tokens']:>14,.4g}   at "
-                     f"{r['price_per_gpu_hour']:g} per GPU-hour × {r['tp']} GPU(s)")
+                     f"{r['price_per_gpu_hour']:g} per GPU-hour × "
+                     f"{layout['tp'] * layout['pp']} GPU(s)")
     lines += _why(r)
     return "\n".join(lines)
+
+
+def _collective_lines(r: dict) -> list[str]:
+    """Each collective's bytes per GPU, the link it crosses and its time."""
+    if not r["collectives"]:
+        return []
+    lines = ["", f"  {'collective':<20}{'bytes':>12}{'time':>12}  link"]
+    for name, link in r["collectives"].items():
+        lines.append(f"  {name:<20}{units.si(link['bytes'], 'B'):>12}"
+                     f"{units.seconds(link['time_s']):>12}  {link['link']}")
+    layout, moe = r["parallelism"], r["moe"]
+    if layout["pp"] > 1:
+        lines.append(f"  pipeline bubble      ×{layout['bubble']:.3f}   ({layout['micro_batches']} "
+                     f"micro-batches over {layout['pp']} stages: (M + pp − 1) / M)")
+    if moe and "busiest_gpu_pairs_per_layer" in moe:
+        lines.append(f"  busiest expert GPU   {moe['busiest_gpu_pairs_per_layer']:>14,.1f}   "
+                     f"(token, expert) pairs per MoE layer; mean "
+                     f"{moe['mean_gpu_pairs_per_layer']:,.1f}")
+    return lines
 
 
 def _why(r: dict) -> list[str]:

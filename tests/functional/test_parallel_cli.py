@@ -1,0 +1,52 @@
+"""`sweep point --pp/--ep/--dp/--system`: options, JSON keys and errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import sweep_json, sweep_process
+
+PARALLELISM_KEYS = {"tp", "pp", "ep", "dp", "micro_batches", "gpus", "system",
+                    "gpus_per_domain", "bubble"}
+COLLECTIVE_KEYS = {"bytes", "link", "time_s"}
+
+
+def test_point_json_has_parallelism_and_collectives():
+    r = sweep_json("point", "--model", "deepseek-v3", "--system", "gb200-nvl72", "--dp", 32,
+                   "--ep", 32, "--batch", 64, "--weight-dtype", "fp8")
+    assert set(r["parallelism"]) == PARALLELISM_KEYS
+    assert r["parallelism"]["gpus"] == 32 and r["gpu"] == "GB200"
+    assert r["parallelism"]["system"] == "GB200 NVL72"
+    assert set(r["collectives"]) == {"all_to_all"}
+    assert set(r["collectives"]["all_to_all"]) == COLLECTIVE_KEYS
+    assert r["collectives"]["all_to_all"]["link"] == "nvlink_domain"
+    assert r["parts"]["all_to_all"]["bound"] == "interconnect"
+    assert r["moe"]["busiest_gpu_pairs_per_layer"] > r["moe"]["mean_gpu_pairs_per_layer"]
+    assert r["tokens_per_s_per_gpu"] == pytest.approx(r["tokens_per_s"] / 32)
+
+
+def test_point_pipeline_over_the_network():
+    r = sweep_json("point", "--model", "llama-3.1-405b", "--system", "hgx-h100-ib", "--tp", 8,
+                   "--pp", 2, "--weight-dtype", "fp8", "--batch", 16)
+    assert r["collectives"]["pipeline_transfer"]["link"] == "network"
+    assert r["collectives"]["communication"]["link"] == "nvlink_domain"
+    assert r["parallelism"]["micro_batches"] == 2 and r["parallelism"]["bubble"] == 1.5
+
+
+def test_point_table_shows_each_collective():
+    result = sweep_process("point", "--model", "deepseek-v3", "--system", "hgx-h200-ib",
+                           "--dp", 16, "--ep", 16, "--batch", 32)
+    assert result.returncode == 0, result.stderr
+    assert "all_to_all" in result.stdout and "nvlink_domain+network" in result.stdout
+    assert "busiest expert GPU" in result.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--ep", 2), "ep 2 must be 1 or tp x dp"),
+    (("--model", "deepseek-v3", "--pp", 0), "--pp"),
+    (("--system", "nvl1000"), "unknown system"),
+])
+def test_point_parallelism_errors_are_one_line(args, message):
+    result = sweep_process("point", *args)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
