@@ -72,15 +72,15 @@ def held(frame: pl.DataFrame, **more) -> pl.DataFrame:
 
 def test_sweep_run_renders_the_grids_charts_and_chart_adds_png_svg(result_dir):
     written = sorted(p.name for p in (result_dir / "charts").iterdir())
-    assert written == sorted(f"{name}.{ext}" for name in charts.DEFAULT_CHARTS
-                             for ext in ("html", "png", "svg"))
+    assert written == sorted([f"{name}.{ext}" for name in charts.DEFAULT_CHARTS
+                              for ext in ("html", "png", "svg")] + ["index.html"])
 
 
 def test_chart_command_prints_the_paths_it_wrote(result_dir):
     out = json.loads(run_sweep("chart", result_dir, "--only", "roofline,attention_share",
                                "--json"))
     assert out == [str(result_dir / "charts" / f"{n}.html")
-                   for n in ("roofline", "attention_share")]
+                   for n in ("roofline", "attention_share", "index")]
 
 
 class _Sources(HTMLParser):
@@ -259,7 +259,7 @@ def test_a_grid_without_decode_steps_still_charts(tmp_path):
     run_sweep("run", tmp_path / "grid.toml", "--out", tmp_path / "out")
     throughput = (tmp_path / "out" / "charts" / "throughput_vs_batch.html").read_text()
     assert "no decode step (batch > 0) in these results" in throughput
-    assert len(list((tmp_path / "out" / "charts").glob("*.html"))) == 5
+    assert len(list((tmp_path / "out" / "charts").glob("*.html"))) == 5 + 1  # + index.html
 
 
 def test_fixed_values_override_and_are_checked(result_dir):

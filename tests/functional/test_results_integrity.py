@@ -207,7 +207,7 @@ def test_a_kill_during_charts_is_rendered_by_the_rerun(grid_file, tmp_path, monk
     summary = run_json(grid_file, "--out", out)
     assert summary["shards_computed"] == 0 and summary["charts_seconds"] is not None
     assert sorted(p.name for p in (out / "charts").iterdir()) == [
-        "attention_share.html", "roofline.html"]
+        "attention_share.html", "index.html", "roofline.html"]
     assert run_json(grid_file, "--out", out)["charts_seconds"] is None  # all up to date
 
     (out / "points" / "shard-000000.parquet.crc32").unlink()  # recomputed: newer data

@@ -1,0 +1,203 @@
+"""Chart files: standalone HTML with the Vega JavaScript inlined, PNG and SVG through
+vl-convert, and the folder's dashboard (`charts/index.html`).
+
+Building vl-convert's JavaScript bundle costs seconds (about 3 s on a 2-core machine), so
+it is built once per process and kept on disk per vl-convert and Vega-Lite version
+(`bundle_cache_dir`); every later render, in this process or the next, reads it back.
+PNG and SVG go through vl-convert's one shared converter, from the chart's spec computed
+once. altair and vl-convert are imported only when a chart is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import html
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rooftui.core.errors import SpecError
+from rooftui.sweeps.output_files import atomic_path, write_text_atomic
+
+if TYPE_CHECKING:
+    import altair as alt
+    import jinja2
+
+# Save as PNG/SVG from the page; no "open in the Vega editor" link (it needs the web).
+EMBED_OPTIONS = {"renderer": "svg",
+                 "actions": {"export": True, "source": False, "compiled": False,
+                             "editor": False}}
+PNG_SCALE = 2.0
+DASHBOARD = "index.html"
+
+# altair's inline template, the bundle bound once as a template global (not re-parsed)
+PAGE = """\
+<!DOCTYPE html>
+<html>
+<head>
+  <meta charset="UTF-8">
+  <style>
+    #{{ output_div }}.vega-embed { width: 100%; display: flex; }
+    #{{ output_div }}.vega-embed details,
+    #{{ output_div }}.vega-embed details summary { position: relative; }
+    .vega-bindings { font: 12px sans-serif; }
+    .vega-bind { display: inline-block; margin-right: 1em; }
+  </style>
+  <script type="text/javascript">
+    // vega-embed.js bundle with Vega-Lite version v{{ vegalite_version }}
+    {{ vegaembed_script }}
+  </script>
+</head>
+<body>
+<div class="vega-visualization" id="{{ output_div }}"></div>
+<script type="text/javascript">
+  const spec = {{ spec }};
+  const embedOpt = {{ embed_options }};
+  vegaEmbed('#{{ output_div }}', spec, embedOpt).catch(console.error);
+</script>
+</body>
+</html>
+"""
+
+
+def bundle_cache_dir() -> Path:
+    """Where the bundle is kept: `$ROOFTUI_CACHE_DIR`, else the user's cache folder."""
+    if os.environ.get("ROOFTUI_CACHE_DIR"):
+        return Path(os.environ["ROOFTUI_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "rooftui"
+
+
+def _vega_lite_version() -> str:
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    return vl_version_for_vl_convert()
+
+
+@functools.cache
+def vega_bundle() -> str:
+    """vl-convert's vega-embed bundle: read from the disk cache, else built and cached
+    (atomically; a cache that cannot be written only costs the next process the build)."""
+    import vl_convert
+
+    version = _vega_lite_version()
+    path = bundle_cache_dir() / f"vega-bundle-vl-convert-{vl_convert.__version__}-{version}.js"
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError):
+        pass
+    bundle = vl_convert.javascript_bundle(vl_version=version)
+    with contextlib.suppress(OSError, SpecError):
+        write_text_atomic(path, bundle)
+    return bundle
+
+
+@functools.cache
+def page_template() -> jinja2.Template:
+    import jinja2
+
+    return jinja2.Environment().from_string(PAGE, globals={"vegaembed_script": vega_bundle()})
+
+
+def write_chart_files(chart: alt.TopLevelMixin, paths: Sequence[Path]) -> None:
+    """Each of `paths` (.html, .png, .svg), through a temporary name (`atomic_path`)."""
+    import altair as alt
+
+    spec = None
+    for path in paths:
+        extension = path.suffix.removeprefix(".")
+        with atomic_path(path) as temporary:
+            if extension == "html":
+                chart.save(temporary, format="html", template=page_template(),
+                           embed_options=EMBED_OPTIONS)
+                continue
+            if spec is None:
+                with alt.data_transformers.disable_max_rows():
+                    spec = chart.to_dict()
+            _convert(spec, extension, temporary)
+
+
+def _convert(spec: dict, extension: str, target: Path) -> None:
+    import vl_convert
+
+    version = _vega_lite_version()
+    if extension == "png":
+        target.write_bytes(vl_convert.vegalite_to_png(spec, vl_version=version,
+                                                      scale=PNG_SCALE))
+    else:
+        target.write_text(vl_convert.vegalite_to_svg(spec, vl_version=version),
+                          encoding="utf-8")
+
+
+# --- the dashboard ------------------------------------------------------------------------
+
+def _axis_summary(dimension: Mapping[str, Sequence]) -> str:
+    parts = []
+    for axis, values in dimension.items():
+        shown = [str(v) for v in values]
+        listed = ", ".join(shown) if len(shown) <= 8 else (
+            f"{shown[0]} … {shown[-1]} ({len(shown)} values)")
+        parts.append(f"{axis.removesuffix('_assumed')}: {listed}")
+    return " ↔ ".join(parts)  # zipped axes move together
+
+
+def write_dashboard(charts_dir: Path, manifest: Mapping[str, Any],
+                    dimensions: Sequence[Mapping[str, Sequence]] | None,
+                    titles: Mapping[str, str]) -> Path:
+    """`charts/index.html`: the grid's summary and a link to every chart of the folder
+    (with its PNG when there is one). Plain HTML, no script: it opens anywhere offline."""
+    spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+    facts = [("grid", manifest.get("name")), ("kind", manifest.get("kind")),
+             ("profile", spec.get("profile")),
+             ("rows", f"{manifest['rows']:,}" if isinstance(manifest.get("rows"), int)
+              else None),
+             ("points", f"{manifest['points']:,}" if isinstance(manifest.get("points"), int)
+              else None),
+             ("spec hash", str(manifest.get("spec_hash") or "")[:12] or None),
+             ("created", manifest.get("finished_at") or manifest.get("started_at")),
+             ("git commit", str(manifest.get("git_commit") or "")[:12] or None)]
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+                   for k, v in facts if v not in (None, ""))
+    axes = "".join(f"<li>{html.escape(_axis_summary(d))}</li>" for d in dimensions or [])
+    cards = []
+    for page in sorted(charts_dir.glob("*.html")):
+        if page.name == DASHBOARD:
+            continue
+        name = page.stem
+        image = page.with_suffix(".png")
+        thumbnail = (f'<img src="{html.escape(image.name)}" alt="{html.escape(name)}">'
+                     if image.exists() else "")
+        title = html.escape(titles.get(name, name))
+        cards.append(f'<a class="card" href="{html.escape(page.name)}"><h2>{title}</h2>'
+                     f'<code>{html.escape(name)}</code>{thumbnail}</a>')
+    description = html.escape(str(manifest.get("description") or ""))
+    text = f"""<!DOCTYPE html>
+<html>
+<head>
+<meta charset="UTF-8">
+<title>{html.escape(str(manifest.get("name") or "sweep"))}: charts</title>
+<style>
+body {{ font: 14px sans-serif; margin: 2em; color: #222; }}
+table th {{ text-align: left; padding-right: 1em; font-weight: 600; }}
+.cards {{ display: flex; flex-wrap: wrap; gap: 1em; }}
+.card {{ display: block; width: 300px; padding: .8em; border: 1px solid #ccc;
+         border-radius: 6px; color: inherit; text-decoration: none; }}
+.card:hover {{ border-color: #0072B2; }}
+.card h2 {{ font-size: 15px; margin: 0 0 .3em; }}
+.card img {{ width: 100%; margin-top: .5em; }}
+</style>
+</head>
+<body>
+<h1>{html.escape(str(manifest.get("name") or "sweep"))}</h1>
+<p>{description}</p>
+<table id="summary">{rows}</table>
+<h3>Axes</h3>
+<ul id="axes">{axes}</ul>
+<h3>Charts</h3>
+<div class="cards" id="charts">{"".join(cards)}</div>
+</body>
+</html>
+"""
+    return write_text_atomic(charts_dir / DASHBOARD, text)

@@ -1,0 +1,255 @@
+"""Slices: the bounded rows a chart draws (`take_slice`), the values each shown axis keeps
+and the value each other axis is held at (see `rooftui.sweeps.charts` for the rules).
+
+polars is imported inside the functions that use it: importing this module stays light.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rooftui.core.errors import SpecError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    Frame = pl.DataFrame | pl.LazyFrame
+    Dimensions = Sequence[Mapping[str, Sequence]]  # axis columns -> values, zipped together
+
+AXES = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "expert_dtype",
+        "group_size", "kv_heads", "tp", "spec_tokens", "acceptance", "draft_model", "batch",
+        "context", "prefill", "prefill_context", "mfu_assumed", "mbu_assumed",
+        "memory_reserve_gb", "tpot_budget", "price_per_gpu_hour")
+# A grid axis whose name a metric also uses is written as `<name>_assumed`.
+AXIS_COLUMNS = {"mfu": "mfu_assumed", "mbu": "mbu_assumed"}
+INTEGER_AXES = ("batch", "context", "prefill", "prefill_context", "group_size", "kv_heads",
+                "tp", "spec_tokens")
+REPRESENTATIVE = {"prefill": "min", "prefill_context": "min", "mfu_assumed": "max",
+                  "mbu_assumed": "max", "memory_reserve_gb": "min", "weight_dtype": "bf16",
+                  "kv_dtype": "bf16", "compute_dtype": "bf16", "expert_dtype": "first",
+                  "gpu": "first", "model": "first", "draft_model": "first", "tp": "min",
+                  "spec_tokens": "min", "acceptance": "max"}  # any other axis: "median"
+LABELS = {"gpu": "GPU", "model": "model", "weight_dtype": "weights", "kv_dtype": "KV",
+          "compute_dtype": "compute", "group_size": "group size", "kv_heads": "KV heads",
+          "batch": "batch", "context": "context", "prefill": "prefill",
+          "prefill_context": "prefill context", "mfu_assumed": "mfu",
+          "mbu_assumed": "mbu", "memory_reserve_gb": "reserve (GB)",
+          "tpot_budget": "TPOT budget (s)", "expert_dtype": "experts",
+          "spec_tokens": "spec tokens", "acceptance": "acceptance",
+          "draft_model": "draft model"}
+# Inputs of `simulate` and `optimize` grids (rooftui.sweeps.kinds): held like the step
+# axes, and allowed in their grids' `[charts] fixed`.
+SERVING_AXES = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "tp",
+                "mfu_assumed", "mbu_assumed", "memory_reserve_gb", "max_batch",
+                "token_budget", "policy", "kv_admission", "block_size", "workload",
+                "input_tokens", "output_tokens", "arrival", "rate", "cv", "speed", "requests",
+                "seed", "slo_ttft", "slo_tpot", "quantile", "attainment", "rate_tolerance",
+                "price_per_gpu_hour", "prefix_cache", "cache_capacity_gb", "cpu_tier_gb",
+                "ssd_tier_gb")
+LABELS |= {"tp": "GPUs per replica", "max_batch": "max batch", "token_budget": "token budget",
+           "policy": "policy", "kv_admission": "KV admission", "block_size": "block size",
+           "workload": "workload", "input_tokens": "input lengths",
+           "output_tokens": "output lengths", "arrival": "arrivals", "rate": "rate (req/s)",
+           "cv": "gap CV", "speed": "replay speed", "requests": "requests", "seed": "seed",
+           "slo_ttft": "TTFT SLO (s)", "slo_tpot": "TPOT SLO (s)", "quantile": "quantile",
+           "attainment": "attainment", "rate_tolerance": "rate tolerance",
+           "price_per_gpu_hour": "price per GPU-hour", "prefix_cache": "prefix cache",
+           "cache_capacity_gb": "HBM cache (GB)", "cpu_tier_gb": "CPU tier (GB)",
+           "ssd_tier_gb": "SSD tier (GB)"}
+MAX_ROWS = 15_000
+FLOOR = 4  # values a shown axis keeps before a GPU or model is cut
+CUT_LAST = ("gpu", "model")  # a GPU or model cut from a chart is hidden entirely
+SIGNIFICANT_DIGITS = 4
+
+
+@dataclass(frozen=True)
+class ChartSlice:
+    """The rows a chart draws (its shown axes and metrics), the values each shown axis
+    kept, and the value each other swept axis was held at."""
+
+    data: pl.DataFrame
+    kept: dict[str, list]
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+    def values(self, axis: str) -> list:
+        return self.kept.get(axis, [])
+
+    def subtitle(self, *notes: str) -> list[str]:
+        held = " · ".join(f"{LABELS[a]} {show(v)}" for a, v in self.fixed.items())
+        return [line for line in (f"held fixed: {held}" if held else "", *notes) if line]
+
+
+def show(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def spread(values: list, count: int) -> list:
+    """At most `count` of `values`, first and last included: evenly spaced by rank, or,
+    for positive numbers spanning more than a decade, the ones nearest to evenly spaced
+    logarithms (the charts draw such axes on log scales)."""
+    if len(values) <= count:
+        return values
+    if count == 1:
+        return values[:1]
+    numeric = all(isinstance(v, int | float) for v in values)
+    if numeric and values[0] > 0 and values[-1] > 10 * values[0]:
+        logs = np.log(np.asarray(values, dtype=float))
+        targets = np.linspace(logs[0], logs[-1], count)
+        picks = np.unique(np.abs(logs[None, :] - targets[:, None]).argmin(axis=1))
+        return [values[i] for i in picks]
+    step = (len(values) - 1) / (count - 1)
+    return [values[round(i * step)] for i in range(count)]
+
+
+def _fit(values: dict[str, list], caps: Mapping[str, int], budget: int,
+         last: Sequence[str] = ()) -> dict[str, list]:
+    """Each axis's values thinned to its cap, then cut further, the axis with the most
+    values first, until the product of the counts is within `budget`. Axes in `last`
+    are cut only once the others are down to `FLOOR` values."""
+    sizes = {axis: min(len(v), caps[axis]) for axis, v in values.items()}
+    for floor, axes in ((FLOOR, [a for a in sizes if a not in last]), (1, list(sizes))):
+        while math.prod(sizes.values()) > budget:
+            candidates = [a for a in axes if sizes[a] > floor]
+            if not candidates:
+                break
+            sizes[max(candidates, key=sizes.__getitem__)] -= 1
+    return {axis: spread(values[axis], sizes[axis]) for axis in values}
+
+
+def _in_grid_order(values: Sequence) -> list:
+    """An axis's distinct values: numbers ascending, names in the order the grid lists
+    them (its first GPU and model are the ones a chart opens on)."""
+    if all(isinstance(v, int | float) for v in values):
+        return sorted(set(values))
+    return list(dict.fromkeys(values))
+
+
+def _pick(values: list, rule: str) -> Any:
+    """The representative of an axis's distinct values, numbers ascending (see the module
+    doc)."""
+    if rule == "bf16":
+        return "bf16" if "bf16" in values else values[0]
+    return {"min": values[0], "first": values[0], "max": values[-1]}.get(
+        rule, values[(len(values) - 1) // 2])
+
+
+def _pick_within(pl, axis: str, rule: str):
+    """`_pick` as a polars aggregation, to choose within each group of rows."""
+    column = pl.col(axis)
+    if rule == "bf16":
+        return pl.when((column == "bf16").any()).then(pl.lit("bf16")).otherwise(column.min())
+    return {"min": column.min(), "first": column.first(), "max": column.max()}.get(
+        rule, column.unique().sort().get((column.n_unique() - 1) // 2))
+
+
+def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *,
+               fixed: Mapping[str, Any] | None = None,
+               axes: Dimensions | None = None,
+               prefer: Mapping[str, str] | None = None, rows_per_point: int = 1) -> ChartSlice:
+    """The bounded slice of `frame` a chart draws.
+
+    `shown` maps each axis the chart displays to the most values it keeps; `metrics` are
+    the other columns it needs (absent ones are skipped). Every other axis is held at
+    `fixed[axis]` or at its representative (`prefer` overrides the rule, see the module
+    doc). At most `MAX_ROWS / rows_per_point` rows come back.
+
+    `axes`: the grid's dimensions (`declared_axes` of its manifest), each mapping its axis
+    columns (several when zipped) to their values. Each dimension with no shown axis is
+    held by one equality filter, which the parquet reader applies while scanning; the
+    other columns of a zipped dimension, and columns no dimension names (KV heads when
+    the grid sweeps the group size), follow. The values come from the grid, so only
+    columns it does not sweep are scanned for theirs. Without `axes` every input column
+    in `AXES` is held, choosing within each combination of the shown axes (window
+    functions over the scanned rows: right for any layout, slower on big grids).
+    """
+    import polars as pl
+
+    lazy = frame.lazy()
+    present = lazy.collect_schema().names()
+    shown_axes = [a for a in shown if a in present]
+    distinct: dict[str, list] = {}
+    if axes is None:
+        dimensions = [(a,) for a in AXES if a in present and a not in shown_axes]
+    else:
+        dimensions = [tuple(a for a in d if a in present) for d in axes]
+        distinct = {a: _in_grid_order(d[a]) for d in axes for a in d if a in present}
+        dimensions += [(a,) for a in (fixed or {}) if a in present and a not in distinct]
+        dimensions = [d for d in dimensions if d and not set(d) & set(shown_axes)]
+    held_axes = [a for d in dimensions for a in d]
+    unknown = [a for a in shown_axes + held_axes if a not in distinct]
+    if unknown:
+        found = lazy.select(pl.col(a).drop_nulls().unique().sort().implode()
+                            for a in unknown).collect()
+        distinct |= {a: found[a][0].to_list() for a in unknown}
+    kept = _fit({a: distinct[a] for a in shown_axes}, shown, MAX_ROWS // rows_per_point,
+                last=CUT_LAST)
+    for axis in shown_axes:
+        lazy = lazy.filter(pl.col(axis).is_in(kept[axis]))
+
+    rules = {**REPRESENTATIVE, **(prefer or {})}
+    for dimension in dimensions:
+        given = [a for a in dimension if fixed and a in fixed]
+        # zipped axes: hold the one with the most values, its partners follow
+        lead = max(dimension, key=lambda a: len(distinct[a]))
+        for axis in given or [lead]:
+            rule = rules.get(axis, "median")
+            if axis in given:
+                value = _check_fixed(axis, fixed[axis], distinct[axis])
+            elif len(distinct[axis]) < 2:
+                continue
+            elif axes is None and shown_axes:
+                value = _pick_within(pl, axis, rule).over(shown_axes)
+            else:
+                value = _pick(distinct[axis], rule)
+            lazy = lazy.filter(pl.col(axis) == value)
+    chosen = [a for a in held_axes if len(distinct[a]) > 1]
+    wanted = [m for m in metrics if m in present and m not in shown_axes]
+    # One row per shown combination, even if a column varies that no one declared an
+    # axis (a frame passed without its manifest, with a column this module does not know).
+    data = (lazy.select(list(dict.fromkeys(shown_axes + chosen + wanted)))
+            .unique(subset=shown_axes, keep="first").sort(shown_axes).collect())
+    held = {a: data[a][0] for a in chosen if data.height and data[a].n_unique() == 1}
+    data = tidy(pl, data.select(shown_axes + wanted))
+    return ChartSlice(data=data, kept=kept, fixed=held)
+
+
+def _check_fixed(axis: str, value: Any, values: list) -> Any:
+    for candidate in values:
+        same = candidate == value if isinstance(candidate, str) else (
+            isinstance(value, int | float) and not isinstance(value, bool)
+            and float(candidate) == float(value))
+        if same:
+            return candidate
+    have = ", ".join(show(v) for v in values[:12]) + (" ..." if len(values) > 12 else "")
+    raise SpecError(f"charts: fixed {axis} = {value!r} is not in the results (they have "
+                    f"{have})")
+
+
+def tidy(pl, data: pl.DataFrame) -> pl.DataFrame:
+    """Names as plain strings, whole-number axes as integers, other numbers rounded (JSON
+    size), NaN and infinities as null."""
+    fixes = []
+    for name, dtype in data.schema.items():
+        if dtype == pl.Categorical:  # how the runner's parquet stores names
+            fixes.append(pl.col(name).cast(pl.String))
+        elif name in INTEGER_AXES and dtype.is_numeric():
+            fixes.append(pl.col(name).cast(pl.Int64))
+        elif dtype.is_float() and name not in AXES:
+            fixes.append(rounded(pl, pl.col(name)))
+    return data.with_columns(fixes)
+
+
+def rounded(pl, value):
+    return pl.when(value.is_finite()).then(value.round_sig_figs(SIGNIFICANT_DIGITS))
+
+
+def positive(pl, *names: str):
+    """Rows whose `names` are finite and positive (what a log scale can place)."""
+    return pl.all_horizontal([pl.col(n).is_not_null() & (pl.col(n) > 0) for n in names])
