@@ -10,17 +10,19 @@ import argparse
 import gc
 import os
 import sys
+from collections import deque
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
+from textual import events
 from textual.app import App, SystemCommand
+from textual.dom import DOMNode
 from textual.filter import LineFilter, Monochrome
 from textual.screen import Screen
 
 from rooftui.core.errors import SpecError
 from rooftui.tui.crash_report import write_crash_report
-from rooftui.tui.keys import COMMON_BINDINGS
 from rooftui.tui.monochrome import UnstyledSafeMonochrome, is_monochrome_terminal
 from rooftui.tui.screens.explorer import ExplorerScreen
 from rooftui.tui.settings import ExplorerSettings
@@ -31,7 +33,6 @@ DEFAULT_OUTPUT_DIR = Path("outputs")
 class RooftuiApp(App):
     TITLE = "rooftui"
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
-    BINDINGS = COMMON_BINDINGS
 
     def __init__(self, results_dir: Path | None = None, *,
                  settings: ExplorerSettings | None = None,
@@ -44,6 +45,47 @@ class RooftuiApp(App):
         self._monochrome = UnstyledSafeMonochrome()
         self._monochrome_terminal = is_monochrome_terminal(os.environ)
         self.crash_report: Path | None = None
+        self._keys: deque[events.Key] = deque()  # read, not yet delivered
+        self._key_in_flight = False
+        self._key_screen: Screen | None = None  # the screen the last key was read on
+
+    # --- keys in order ------------------------------------------------------------------
+    # Textual gives each key to the widget focused when the app takes it from its queue,
+    # but a key that moves the focus (Tab, Enter on a select, a binding) does so only
+    # after it has passed through that widget and bubbled up to the app, a few message
+    # queues later: keys read in the same burst went to the old widget meanwhile (from
+    # the GPU select, `Tab Tab Tab Tab 6 4` typed 6 and 4 into the select). So the app
+    # delivers one key at a time, the next once the previous one has been handled all
+    # the way up: a callback follows the key through every queue it passes.
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self._keys.append(event)
+            if not self._key_in_flight:
+                await self._deliver_next_key()
+            return
+        await super().on_event(event)
+
+    async def _deliver_next_key(self) -> None:
+        if not self._keys:
+            self._key_in_flight = False
+            return
+        self._key_in_flight = True
+        key = self._keys.popleft()
+        self._key_screen = self.screen
+        target = self.focused or self.screen
+        await super().on_event(key)  # a priority binding, or forwarded to `target`
+        self._follow_key(target if key.is_forwarded else self)
+
+    def _follow_key(self, node: DOMNode | None) -> None:
+        """Once `node` has handled the key, on to its parent; at the app, the next key
+        (after a screen the key opened or uncovered has taken the focus). A node that
+        has closed meanwhile is skipped."""
+        if node is not None and node is not self:
+            if not node.call_later(self._follow_key, node.parent):
+                self._follow_key(node.parent)
+        elif self.screen is self._key_screen or not self.screen.call_later(
+                self.call_later, self._deliver_next_key):
+            self.call_later(self._deliver_next_key)
 
     @property
     def monochrome(self) -> bool:

@@ -13,6 +13,7 @@ import numpy as np
 
 from rooftui.core.point import PointConfig, point_report
 from rooftui.core.step import evaluate_step
+from rooftui.tui.memory import MemoryUse, memory_use
 from rooftui.tui.settings import ExplorerSettings
 
 # The curve spans batch 1 to a few times the larger of the current batch and the memory
@@ -34,6 +35,7 @@ class ExplorerFigures:
     settings: ExplorerSettings
     report: dict  # the `sweep point --json` object
     curve: ThroughputCurve
+    memory: MemoryUse
 
 
 def curve_top(batch: int, max_batch: int | None) -> int:
@@ -61,4 +63,5 @@ def compute_figures(settings: ExplorerSettings) -> ExplorerFigures:
         tokens_per_s=np.broadcast_to(metrics["tokens_per_s"], batches.shape),
         per_user_tokens_per_s=np.broadcast_to(metrics["per_user_tokens_per_s"], batches.shape),
     )
-    return ExplorerFigures(settings=settings, report=report, curve=curve)
+    return ExplorerFigures(settings=settings, report=report, curve=curve,
+                           memory=memory_use(settings, config, report))

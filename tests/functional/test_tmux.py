@@ -72,6 +72,17 @@ class Terminal:
     def special(self, key: str) -> None:
         self._tmux("send-keys", "-t", "main", key)
 
+    def burst(self, *keys: str) -> None:
+        """Several keys in one `send-keys`: they reach the program in one write, as
+        keys typed faster than it reads do. Key names (Tab, BTab, BSpace) or text. Not
+        Escape followed by more: ESC and a character in one read are Alt+character to
+        any terminal program (Textual waits ESCDELAY, 100 ms, to tell them apart)."""
+        self._tmux("send-keys", "-t", "main", *keys)
+
+    def line_with(self, text: str) -> str:
+        """The screen's first line holding `text`."""
+        return next(line for line in self.screen().splitlines() if text in line)
+
     def wait_for(self, *texts: str, timeout: float = 60) -> str:
         """The screen once it shows every one of `texts`."""
         deadline = time.monotonic() + timeout
@@ -81,6 +92,18 @@ class Terminal:
                 return screen
             if time.monotonic() > deadline:
                 raise AssertionError(f"waited for {texts!r}; the screen shows:\n{screen}")
+            time.sleep(0.2)
+
+    def wait_without(self, *texts: str, timeout: float = 60) -> str:
+        """The screen once it shows none of `texts`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if not any(text in screen for text in texts):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"waited for {texts!r} to go; the screen shows:\n"
+                                     f"{screen}")
             time.sleep(0.2)
 
     def exit_status(self, timeout: float = 60) -> int:
@@ -137,19 +160,78 @@ def test_keys_change_the_figures(terminal, size):
 def test_typed_batch_and_a_refused_one(terminal):
     term = terminal((80, 24))
     term.wait_for("4.52 ms")
-    for _ in range(4):  # GPU -> model -> weights -> KV dtype -> batch
-        term.special("Tab")
-    # a number field has focus once `?` types into it: the footer offers F1 for help
-    term.wait_for("f1 Help")
-    # keys at a person's pace: Textual (8.2, here) can drop a key that reaches it in the
-    # same read as a backspace; a bare Textual Input does the same under tmux
-    term.special("BSpace")
-    time.sleep(0.3)
-    term.keys("32")
+    # GPU -> model -> weights -> KV dtype -> batch, then a backspace and digits, all in
+    # one read (the app once dropped keys that came with a backspace: they went to the
+    # widget focused before the Tabs had moved the focus)
+    term.burst("Tab", "Tab", "Tab", "Tab", "BSpace", "32")
     term.wait_for(*figures(batch=32))
+    # a number field has focus: the footer offers ctrl+q and Escape, and F1 for help
+    term.wait_for("^q Quit", "esc Leave field", "f1 Help")
     term.keys("x")
     term.wait_for("batch must be a whole", "'32x'")  # the message wraps
     assert figures(batch=32)[0] in term.screen()
+
+
+def test_a_burst_of_keys_lands_where_it_was_typed(terminal):
+    """Tab Tab Tab Tab 6 4 from the GPU select, in one read: batch 64; then `v` while
+    the field has focus is typed into it (refused), a backspace takes it out; Escape
+    leaves the field, and `v` and `q` are the screen's keys again."""
+    term = terminal((80, 24))
+    term.wait_for("4.52 ms", "q Quit")
+    term.burst("Tab", "Tab", "Tab", "Tab", "6", "4")
+    term.wait_for(*figures(batch=64))
+    assert "64" in term.line_with("batch").split()
+    term.burst("v")
+    term.wait_for("'64v'")
+    assert "all users" not in term.screen()  # still the roofline panel
+    term.burst("BSpace")
+    term.wait_without("'64v'")  # the field shows 64 again: its error is gone
+    assert "esc Leave field" in term.screen()
+    term.special("Escape")
+    term.wait_without("esc Leave field", "^q Quit")  # back from the field
+    assert " q Quit" in term.screen()  # `q` quits again
+    term.burst("v")
+    term.wait_for("all users", "per user")  # the throughput panel
+    assert "64" in term.line_with("batch").split()
+    term.burst("q")
+    assert term.exit_status() == 0
+
+
+def test_shift_tab_and_tab_come_back_to_the_select(terminal):
+    """BTab BTab Tab Tab from the GPU select comes back to it: `v` is the screen's
+    key there (next view), not typed into the context field."""
+    term = terminal((80, 24))
+    term.wait_for("4.52 ms", "q Quit")
+    term.burst("BTab", "BTab", "Tab", "Tab", "v")
+    term.wait_for("all users", "per user")
+    assert "1024" in term.line_with("context").split()
+    assert "must be" not in term.screen()
+
+
+def test_a_refusal_typed_fast_stays_on_screen(terminal):
+    """`64k` in one read: the figures of 64 land after the `k` was refused; the
+    refusal stays, since the field still shows text it refuses."""
+    term = terminal((80, 24))
+    term.wait_for("4.52 ms")
+    term.burst("Tab", "Tab", "Tab", "Tab", "64k")
+    term.wait_for(figures(batch=64)[0], "batch must be a whole", "'64k'")
+
+
+def test_escape_leaves_a_field_of_the_optimize_view(terminal):
+    term = terminal((80, 24))
+    term.wait_for("4.52 ms", "q Quit")
+    term.burst("O")
+    term.wait_for("r: run the search")
+    term.burst("Tab", "5")  # workload select -> the TTFT field: "5" for "2"
+    term.wait_for("esc Leave field", "^q Quit")
+    assert "5" in term.line_with("TTFT").split()
+    term.special("Escape")
+    term.wait_without("esc Leave field")
+    assert "esc Back" in term.screen()
+    term.special("Escape")  # no field has focus: back to the Explorer
+    term.wait_for("4.52 ms", "v View")
+    term.burst("q")
+    assert term.exit_status() == 0
 
 
 def test_results_row_opens_in_the_explorer(terminal, tmp_path):

@@ -8,8 +8,9 @@ configuration, or a bug) comes back as a message too, shown in red under the con
 with the figures of the last valid configuration still drawn.
 
 Layout: the controls on the left, the key figures on top, then the roofline, the
-throughput curve and the breakdown: side by side when the terminal is large, one at a
-time with tabs (`v` cycles) when it is small (80×24).
+throughput curve, the breakdown and the memory of one GPU: the plots side by side above
+the other two when the terminal is large, one at a time with tabs (`v` cycles) when it
+is small (80×24).
 """
 
 from __future__ import annotations
@@ -19,22 +20,23 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Footer, Tab, Tabs
 from textual.worker import get_current_worker
 
 from rooftui.core.limits import BOUNDS
 from rooftui.tui.failures import failure_text
 from rooftui.tui.figures import ExplorerFigures, compute_figures
-from rooftui.tui.keys import COMMON_BINDINGS
+from rooftui.tui.keys import KeyboardScreen
 from rooftui.tui.settings import ExplorerSettings
 from rooftui.tui.widgets.breakdown import Breakdown
 from rooftui.tui.widgets.controls import Controls
 from rooftui.tui.widgets.key_figures import KeyFigures
+from rooftui.tui.widgets.memory_panel import MemoryPanel
 from rooftui.tui.widgets.roofline_plot import RooflinePlot
 from rooftui.tui.widgets.throughput_plot import ThroughputPlot
 
-PANELS = (("roofline", "Roofline"), ("throughput", "Throughput"), ("breakdown", "Breakdown"))
+PANELS = (("roofline", "Roofline"), ("throughput", "Throughput"), ("breakdown", "Breakdown"),
+          ("memory", "Memory"))
 # At least this many cells show every panel at once; below, one panel at a time.
 WIDE_COLUMNS, WIDE_ROWS = 140, 36
 
@@ -43,10 +45,9 @@ BATCH_KEYS = Binding.Group("batch", compact=True)  # ] ×2, [ ÷2
 CONTEXT_KEYS = Binding.Group("context", compact=True)  # } ×2, { ÷2
 
 
-class ExplorerScreen(Screen):
+class ExplorerScreen(KeyboardScreen):
     # `[` `]` `{` `}` never occur in a number, so they act even while a field has focus.
     BINDINGS = [
-        *COMMON_BINDINGS,
         Binding("right_square_bracket", "scale('batch', 2)", "Batch ×2", id="batch-double",
                 priority=True, group=BATCH_KEYS),
         Binding("left_square_bracket", "scale('batch', 0.5)", "Batch ÷2", id="batch-halve",
@@ -89,7 +90,7 @@ class ExplorerScreen(Screen):
         self._hires = hires
         self._generation = 0
         self._drawn: dict[str, ExplorerFigures] = {}  # panel -> the figures it shows
-        self._controls_behind = False  # fields to update when the figures land
+        self._controls_behind: set[str] = set()  # fields to update when the figures land
         self._panel = PANELS[0][0]
 
     def compose(self) -> ComposeResult:
@@ -103,6 +104,7 @@ class ExplorerScreen(Screen):
                     yield RooflinePlot(hires=self._hires, id="roofline")
                     yield ThroughputPlot(hires=self._hires, id="throughput")
                     yield Breakdown(id="breakdown")
+                    yield MemoryPanel(id="memory")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -137,8 +139,9 @@ class ExplorerScreen(Screen):
         self._catch_up_controls()
         self.query_one(KeyFigures).show_report(self.figures.report)
         self._draw_visible_panels()
-        warnings = "; ".join(self.figures.report["warnings"])
-        self.query_one(Controls).show_message(warnings, style="yellow")
+        memory = self.figures.memory.warning()
+        warnings = "; ".join([*self.figures.report["warnings"], *([memory] if memory else [])])
+        self.query_one(Controls).show_status(warnings, style="yellow")
 
     def _draw_visible_panels(self) -> None:
         """Draw the figures into the panels on screen; a hidden panel is drawn when it is
@@ -154,7 +157,7 @@ class ExplorerScreen(Screen):
     def on_explorer_screen_refused(self, message: Refused) -> None:
         if message.generation == self._generation:
             self._catch_up_controls()
-            self.query_one(Controls).show_message(
+            self.query_one(Controls).show_status(
                 f"{message.reason} (figures show the last valid configuration)")
 
     # --- changes ------------------------------------------------------------------------
@@ -177,7 +180,7 @@ class ExplorerScreen(Screen):
                            int(BOUNDS[key].maximum)))
         self.settings = self.settings.with_changes(**{key: value})
         self.query_one(Controls).adopt(self.settings)
-        self._controls_behind = True
+        self._controls_behind.add(key)
         self.request_figures()
 
     def action_clear_fixed_inputs(self) -> None:
@@ -186,8 +189,8 @@ class ExplorerScreen(Screen):
 
     def _catch_up_controls(self) -> None:
         if self._controls_behind:
-            self._controls_behind = False
-            self.query_one(Controls).show(self.settings)
+            self.query_one(Controls).show(self.settings, self._controls_behind)
+            self._controls_behind = set()
 
     # --- views --------------------------------------------------------------------------
     def action_next_panel(self) -> None:
@@ -212,7 +215,7 @@ class ExplorerScreen(Screen):
             return self.figures is not None or None
         if action == "clear_fixed_inputs":
             return bool(self.settings.fixed_inputs())
-        return True
+        return super().check_action(action, parameters)
 
     def action_open_results(self) -> None:
         self.app.open_results()

@@ -25,7 +25,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Select, Static
 from textual.worker import get_current_worker
 
@@ -43,9 +42,10 @@ from rooftui.sweeps.optimize import (
     optimize,
 )
 from rooftui.tui.failures import failure_text
-from rooftui.tui.keys import COMMON_BINDINGS
+from rooftui.tui.keys import LEAVE_FIELD, KeyboardScreen
 from rooftui.tui.number_fields import ParsedValidator, parse_number, parse_numbers
 from rooftui.tui.settings import ExplorerSettings
+from rooftui.tui.widgets.controls import NumberInput
 from rooftui.tui.widgets.pareto_plot import ParetoPlot
 
 # (field id, label, default text, how its text is read: `sweep optimize`'s bounds)
@@ -62,21 +62,28 @@ FIELDS = (
 )
 READERS = {field: read for field, _, _, read in FIELDS}
 READY = "r: run the search"
+RUN_KEYS = "rco"  # never part of a number: the screen's keys, even from a field
 SHADES = ("#3b0f70", "#641a80", "#8c2981", "#de4968", "#fe9f6d", "#fcfdbf")  # magma, low→high
+
+
+class OptimizeForm(VerticalScroll, can_focus=False):
+    """The objective, workload and candidates: Tab goes from field to field (the
+    scrolling container takes no focus of its own)."""
 
 
 class _Abandoned(Exception):
     """Raised inside the worker to stop a search nobody waits for any more."""
 
 
-class OptimizeScreen(Screen):
+class OptimizeScreen(KeyboardScreen):
     BINDINGS = [
-        *COMMON_BINDINGS,
         # the fields hold numbers and commas: r, c and o act even while one has focus
+        # (the fields leave them to these bindings)
         Binding("r", "run", "Run", id="optimize-run", priority=True),
         Binding("c", "abandon", "Cancel", id="optimize-cancel", priority=True),
         Binding("o", "open_best", "Open best", id="optimize-open-best", priority=True),
         Binding("escape", "app.pop_screen", "Back", id="optimize-back"),
+        LEAVE_FIELD,
     ]
 
     DEFAULT_CSS = """
@@ -126,7 +133,7 @@ class OptimizeScreen(Screen):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="optimize-body"):
-            with VerticalScroll(id="optimize-form"):
+            with OptimizeForm(id="optimize-form"):
                 yield Static(self._configuration(), id="optimize-configuration")
                 with Horizontal(classes="control-row"):
                     yield Label("workload")
@@ -136,9 +143,9 @@ class OptimizeScreen(Screen):
                 for field, label, default, read in FIELDS:
                     with Horizontal(classes="control-row"):
                         yield Label(label)
-                        yield Input(default, compact=True, id=f"optimize-{field}",
-                                    validators=[ParsedValidator(read)],
-                                    validate_on=["changed"])
+                        yield NumberInput(default, compact=True, id=f"optimize-{field}",
+                                          leaves=RUN_KEYS, validators=[ParsedValidator(read)],
+                                          validate_on=["changed"])
                 yield Static(READY, id="optimize-status")
             with Vertical(id="optimize-results"):
                 yield Static("", id="optimize-best")

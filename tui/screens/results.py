@@ -20,14 +20,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, Tab, Tabs
 
 from rooftui.core import units
 from rooftui.core.errors import SpecError
 from rooftui.core.point import point_report
 from rooftui.tui.failures import failure_text
-from rooftui.tui.keys import COMMON_BINDINGS
+from rooftui.tui.keys import LEAVE_FIELD, KeyboardScreen
 from rooftui.tui.results_query import PAGE_ROWS, PlotChoice, Query
 from rooftui.tui.settings import ExplorerSettings
 from rooftui.tui.widgets.results_controls import ResultsControls
@@ -57,9 +56,8 @@ def cell(value: object) -> str:
 PAGE_KEYS = Binding.Group("page", compact=True)  # n next, p previous
 
 
-class ResultsScreen(Screen):
+class ResultsScreen(KeyboardScreen):
     BINDINGS = [
-        *COMMON_BINDINGS,
         Binding("o", "open_row", "Open", id="open-row"),
         Binding("n", "page(1)", "Next page", id="next-page", group=PAGE_KEYS),
         Binding("p", "page(-1)", "Previous page", id="previous-page", group=PAGE_KEYS),
@@ -67,6 +65,7 @@ class ResultsScreen(Screen):
         Binding("v", "next_panel", "View", id="results-next-view"),
         Binding("e", "export", "Export", id="results-export"),
         Binding("escape", "explorer", "Explorer", id="explorer"),
+        LEAVE_FIELD,
     ]
 
     class PageLoaded(Message):
@@ -328,14 +327,20 @@ class ResultsScreen(Screen):
         if name == "results-table":
             self.query_one(DataTable).focus()  # arrows and `o` act on the rows again
 
+    def home_widget(self):
+        """Escape from a sidebar field goes back to the table (arrows, `o`, `s`)."""
+        return self.query_one(DataTable) if self.data is not None else None
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "leave_field":
+            return super().check_action(action, parameters)
         if self.data is None and action != "explorer":
             return None  # shown, disabled, until the results are open
         if action == "next_panel":
             return not self.has_class("-wide")
         if action == "export":
             return self.plot_sample is not None or None
-        return True
+        return super().check_action(action, parameters)
 
     def action_export(self) -> None:
         query, plot = self.query_one(ResultsControls).choice

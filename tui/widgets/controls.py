@@ -4,7 +4,9 @@ A control edits one field of `ExplorerSettings`. A valid change posts `Controls.
 bad input (a negative batch, text in a number field, a value outside the range
 `sweep point` accepts: `rooftui.core.limits`) is refused in place: the field is marked, a
 message under the controls says what is expected, and nothing is posted, so the figures
-keep showing the last valid configuration. A spec given by path (`rooftui --model PATH`)
+keep showing the last valid configuration. The message stays until the field shows a
+valid value again, whatever the computations of earlier values say when they land (the
+Explorer's warnings and refusals wait behind it). A spec given by path (`rooftui --model PATH`)
 is offered beside the shipped ones, labelled by its name and file.
 """
 
@@ -158,16 +160,20 @@ STEP_KEYS = "[]{}"
 
 
 class NumberInput(Input):
-    """An Input that leaves the step keys to the screen's bindings, and whose text
-    length never re-lays out the screen."""
+    """An Input that leaves `keys` (characters never part of a number: the screen binds
+    them) to the screen's bindings, and whose text length never re-lays out the screen."""
 
     # Input sets its virtual size to its text's width on every change, and the base
     # reactive re-lays out the whole screen when that changes (1 -> 2 digits: ~80 ms at
     # 200×50). A one-line field of fixed size only needs a repaint.
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
+    def __init__(self, *args, leaves: str = STEP_KEYS, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.leaves = leaves
+
     def check_consume_key(self, key: str, character: str | None) -> bool:
-        return super().check_consume_key(key, character) and character not in STEP_KEYS
+        return super().check_consume_key(key, character) and character not in self.leaves
 
 
 def _text(value: int | float | None) -> str:
@@ -191,6 +197,8 @@ class Controls(VerticalScroll, can_focus=False):
         self._settings = settings  # the configuration the Explorer computes
         self._shown = settings  # the configuration the fields display
         self._specs = {spec.key: spec for spec in CONTROLS}
+        self._field_errors: dict[str, str] = {}  # key -> why its text is refused
+        self._status = Text("")  # the Explorer's word on the last computation
 
     def compose(self) -> ComposeResult:
         for spec in CONTROLS:
@@ -232,9 +240,13 @@ class Controls(VerticalScroll, can_focus=False):
         try:
             value = parse(self._specs[key], event.value)
         except SpecError as error:
-            self.show_message(f"{error}; still showing {key.replace('_', ' ')} "
-                            f"{_text(getattr(self._settings, key)) or 'as the profile says'}")
+            self._field_errors[key] = (
+                f"{error}; still showing {key.replace('_', ' ')} "
+                f"{_text(getattr(self._settings, key)) or 'as the profile says'}")
+            self._show_message()
             return
+        self._field_errors.pop(key, None)
+        self._show_message()
         self._post(key, value)
 
     def _key_of(self, widget: Input | Select) -> str:
@@ -243,7 +255,7 @@ class Controls(VerticalScroll, can_focus=False):
     def _post(self, key: str, value: object) -> None:
         if getattr(self._settings, key) == value:
             return
-        self.show_message("")
+        self.show_status("")
         self._settings = self._settings.with_changes(**{key: value})
         for spec in CONTROLS:
             if key in spec.depends_on:
@@ -258,15 +270,19 @@ class Controls(VerticalScroll, can_focus=False):
         figures it gives, in one frame."""
         self._settings = settings
 
-    def show(self, settings: ExplorerSettings) -> None:
-        """Put `settings` in the fields, posting nothing (the caller recomputes). Only
-        what changed is touched: this runs on every batch or context key press."""
+    def show(self, settings: ExplorerSettings, keys: set[str] | None = None) -> None:
+        """Put `settings` in the fields, posting nothing (the caller recomputes): every
+        field, or only those of `keys` and what depends on them (the others may hold
+        what the user is typing). Only what changed is touched: this runs on every batch
+        or context key press."""
         previous, self._settings, self._shown = self._shown, settings, settings
         changed = {spec.key for spec in CONTROLS
                    if getattr(previous, spec.key) != getattr(settings, spec.key)}
         for spec in CONTROLS:
             if changed.intersection(spec.depends_on):
                 self._refresh_dependent(spec)
+            if keys is not None and spec.key not in keys:
+                continue
             widget = self.field(spec.key)
             value = getattr(settings, spec.key)
             with widget.prevent(Select.Changed, Input.Changed):
@@ -275,11 +291,13 @@ class Controls(VerticalScroll, can_focus=False):
                         self._select(spec, widget, value)
                 elif parse_or_none(spec, widget.value) != value:  # also drops refused text
                     widget.value = _text(value)
+            self._field_errors.pop(spec.key, None)  # it shows a valid value now
         fixed = self.query_one("#control-fixed", Static)
         text = self._fixed_text(settings)
         if fixed.content != text:
             fixed.update(text)
-        self.show_message("")
+        self._status = Text("")
+        self._show_message()
 
     def _select(self, spec: ControlSpec, widget: Select, value: object) -> None:
         """Choose `value`; one the select does not offer (a sweep row's spec file) is
@@ -289,10 +307,18 @@ class Controls(VerticalScroll, can_focus=False):
         except InvalidSelectValueError:
             self._refresh_dependent(spec)
 
-    def show_message(self, message: str, style: str = "red") -> None:
-        """A line under the controls (plain text: user input is never read as markup)."""
+    def show_status(self, message: str, style: str = "red") -> None:
+        """The Explorer's word on the last computation (its warnings, or why the core
+        refused it), under the controls unless a field's refusal is there."""
+        self._status = Text(message, style=style)
+        self._show_message()
+
+    def _show_message(self) -> None:
+        """The line under the controls: the latest field refusal while any field holds
+        refused text, else the status (plain text: user input is never read as markup)."""
         label = self.query_one("#control-message", Static)
-        text = Text(message, style=style)
+        errors = list(self._field_errors.values())
+        text = Text(errors[-1], style="red") if errors else self._status
         if label.content != text:  # most key presses leave it empty: no layout pass
             label.update(text)
 
