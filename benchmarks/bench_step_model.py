@@ -16,6 +16,9 @@ ratio.
                                         [--tpot-budget 0]   # one feature at a time
     python benchmarks/bench_step_model.py --features --models dense --tp 1 \
                                         --draft-model llama-2-7b  # drafting by a model
+    python benchmarks/bench_step_model.py --features --tp 2 --dp 4 --ep 8 --pp 2 \
+                                        --system hgx-h200-ib --spec-tokens 0
+                                        # cluster layouts (core/parallel.py)
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from rooftui.core.assumptions import Assumptions
 from rooftui.core.hardware import load_gpu
 from rooftui.core.model import ModelArrays, load_model
 from rooftui.core.step import evaluate_step
-from rooftui.core.tables import DTYPES, GPUTable, gather_step_inputs
+from rooftui.core.systems import load_system
+from rooftui.core.tables import DTYPES, GPUTable, SystemTable, gather_step_inputs
 
 sys.path.insert(0, str(Path(__file__).parent))
 from machine_info import describe_machine  # noqa: E402
@@ -67,6 +71,11 @@ def main() -> None:
                         help="with --features and --spec-tokens: the draft model's cost")
     parser.add_argument("--tpot-budget", type=float, default=0.05,
                         help="seconds, for max_batch_for_tpot (0: not computed)")
+    for name, what in (("pp", "pipeline stages"), ("ep", "expert-parallel GPUs"),
+                       ("dp", "attention groups"), ("micro-batches", "micro-batches")):
+        parser.add_argument(f"--{name}", type=int, help=f"with --features: {what}")
+    parser.add_argument("--system", help="with --features: the system whose links time "
+                                         "the collectives")
     args = parser.parse_args()
 
     gpus = GPUTable.of([load_gpu(g) for g in GPUS])
@@ -80,6 +89,11 @@ def main() -> None:
                  "acceptance": 0.7 if args.spec_tokens else 0.0}
         if drafts:
             extra["draft_model"] = len(names)  # the table's last row
+        extra.update({key: value for key, value in (
+            ("pp", args.pp), ("ep", args.ep), ("dp", args.dp),
+            ("micro_batches", args.micro_batches)) if value is not None})
+        if args.system:
+            extra.update(systems=SystemTable.of([load_system(args.system)]), system=0)
     budget = args.tpot_budget or None
     assumptions = Assumptions()
     batches = np.arange(1, args.batches + 1, dtype=np.float64)
@@ -105,7 +119,8 @@ def main() -> None:
         vector_s = min(vector_s, time.perf_counter() - start)
     vector_rate = points / vector_s
     if args.features:
-        print(f"features ({', '.join(names)}; {extra}; TPOT budget {budget} s): {points:,} "
+        shown = {key: value for key, value in extra.items() if key != "systems"}
+        print(f"features ({', '.join(names)}; {shown}; TPOT budget {budget} s): {points:,} "
               f"configurations in {vector_s:.2f} s (best of {args.repeats}) = "
               f"{vector_rate / 1e6:.1f} M configs/s, load {os.getloadavg()[0]:.1f}")
         return

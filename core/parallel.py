@@ -203,13 +203,13 @@ class Layout:
             shape.kv_read_per_sequence = shape.kv_read_per_sequence / self.pp
         return parts
 
-    def link_rates(self, inputs) -> dict:
-        """Per link part: (bandwidth, latency seconds per step) on its link."""
+    def links(self, inputs) -> dict:
+        """Per link part: (bandwidth, seconds of latency per step) of the link it crosses."""
         model = inputs.model
         m = self.micro_batches
         return {
-            "communication": (inputs.interconnect, 0.0),
-            "draft_communication": (inputs.interconnect, 0.0),
+            "communication": (inputs.interconnect, None),
+            "draft_communication": (inputs.interconnect, None),
             "all_to_all": (inputs.expert_link, np.where(
                 self.ep > 1, 2.0 * model.moe_layers / self.pp * m * inputs.expert_link_latency,
                 0.0)),
@@ -217,23 +217,12 @@ class Layout:
                 self.pp > 1, m * inputs.stage_link_latency, 0.0)),
         }
 
-    def retime(self, timed: dict, inputs, shape, link_parts, scaled) -> dict:
-        """The timed parts with each link part in seconds (its bytes over its own link,
-        plus its latency) and every part stretched by the pipeline's bubble; the step then
-        times link parts at a rate of 1 B/s."""
-        rates = self.link_rates(inputs)
-        out = {}
-        for name, part in timed.items():
-            if name in link_parts:
-                rate, latency = rates[name]
-                part = scaled(part, None, 1.0, rate)
-                # the latency is paid once the step has a token, like weights read
-                part = replace(part, weights=latency, queries=shape.queries,
-                               prefill=inputs.prefill)
-            if self.pipelined:
-                part = scaled(part, None, 1.0 / self.bubble, 1.0 / self.bubble)
-            out[name] = part
-        return out
+    def stretched(self, compute_rate, memory_rate, links):
+        """The rates (and latencies) that make every part's time the bubble's multiple."""
+        bubble = self.bubble
+        return (compute_rate / bubble, memory_rate / bubble,
+                {name: (rate / bubble, None if latency is None else latency * bubble)
+                 for name, (rate, latency) in links.items()})
 
     def memory(self, resident_bytes, expert_bytes, kv_per_sequence, prompt_kv, shape):
         """Per GPU: resident weights, one sequence's KV, the prompt's KV."""

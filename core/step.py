@@ -329,11 +329,9 @@ class _Shape:
             self.draft = None
         if not self.calibrated:
             self.timed_parts = self.parts
-        self.link_rate = inputs.interconnect  # link parts' bytes per second
-        if self.layout is not None:  # link parts timed in seconds, each on its own link
-            self.timed_parts = self.layout.retime(self.timed_parts, inputs, self, LINK_PARTS,
-                                                  _scaled)
-            self.link_rate = 1.0
+        # per link part: bytes/s and seconds of latency (None: none) of the link it crosses
+        self.links = (dict.fromkeys(LINK_PARTS, (inputs.interconnect, None))
+                      if self.layout is None else self.layout.links(inputs))
 
     def per_query(self, value):
         """A per-token quantity, for the q queries of a decode sequence."""
@@ -483,13 +481,15 @@ def _costs(shape: _Shape, batch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return {name: part.at(batch) for name, part in shape.parts.items()}
 
 
-def _times(costs, compute_rate, memory_rate, link_rate, compute_bound=None):
-    """Each part's time; with a dict `compute_bound`, also whether its FLOPs take longer
-    than its bytes (the comparison the time makes anyway)."""
+def _times(costs, compute_rate, memory_rate, links, compute_bound=None):
+    """Each part's time (`links`: `_Shape.links`); with a dict `compute_bound`, also
+    whether its FLOPs take longer than its bytes (the comparison the time makes anyway)."""
     times = {}
     for name, (flops, nbytes) in costs.items():
         if name in LINK_PARTS:  # no link traffic takes no time, even with no interconnect
-            times[name] = np.where(nbytes > 0, nbytes / link_rate, 0.0)
+            rate, latency = links[name]
+            seconds = nbytes / rate if latency is None else nbytes / rate + latency
+            times[name] = np.where(nbytes > 0, seconds, 0.0)
         elif flops is None:
             times[name] = nbytes / memory_rate
         else:
@@ -566,12 +566,16 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
     batch = np.asarray(inputs.batch, dtype=np.float64)
     compute_rate = inputs.mfu * inputs.peak_flops
     memory_rate = inputs.mbu * inputs.bandwidth
+    links = shape.links
+    if shape.layout is not None and shape.layout.pipelined:  # every time x the bubble
+        compute_rate, memory_rate, links = shape.layout.stretched(compute_rate, memory_rate,
+                                                                  links)
     costs = _costs(shape, batch)
-    timed = costs if shape.timed_parts is shape.parts else {
+    timed = costs if not shape.calibrated else {
         name: part.at(batch) for name, part in shape.timed_parts.items()}
     # the parts' bounds are of their real costs: the times' comparison when those time them
     part_bounds = {} if timed is costs else None
-    part_times = _times(timed, compute_rate, memory_rate, shape.link_rate, part_bounds)
+    part_times = _times(timed, compute_rate, memory_rate, links, part_bounds)
     step_time = _step_time(timed, part_times, assumptions, compute_rate, memory_rate)
     if shape.calibrated:  # an empty step (no token) runs nothing and pays nothing
         busy = batch * shape.queries + inputs.prefill > 0
@@ -670,8 +674,8 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
         if shape.calibrated:  # the overheads come off the budget of every B >= 1
             budget = budget - shape.fixed_time
         # solved once per configuration but the batch, then shown at every batch
-        largest = _max_batch_for_budget(inputs, shape, assumptions, compute_rate,
-                                        memory_rate, budget)
+        largest = _max_batch_for_budget(shape, assumptions, compute_rate, memory_rate,
+                                        links, budget)
         out["max_batch_for_tpot"] = np.broadcast_to(
             largest, np.broadcast_shapes(np.shape(largest), np.shape(batch)))
     return out
@@ -697,7 +701,7 @@ def _memory(inputs: StepInputs, shape: _Shape):
     return shape.per_gpu(weight_bytes), kv_per_sequence, prompt_kv
 
 
-def _branches(shape: _Shape, compute_rate, memory_rate, link_rate):
+def _branches(shape: _Shape, compute_rate, memory_rate, links):
     """Per part, the (intercept, slope) of each time its time is the max of, for B >= 1
     (weights read; every routed expert read)."""
     def zero_if_none(value):
@@ -705,13 +709,13 @@ def _branches(shape: _Shape, compute_rate, memory_rate, link_rate):
 
     out = []
     for name, part in shape.timed_parts.items():
-        memory_like = link_rate if name in LINK_PARTS else memory_rate
+        memory_like, latency = links[name] if name in LINK_PARTS else (memory_rate, None)
         fixed_bytes = (zero_if_none(part.bytes_fixed) + zero_if_none(part.weights)
                        + zero_if_none(part.experts))
         memory = (fixed_bytes / memory_like,
                   zero_if_none(part.bytes_per_sequence) / memory_like)
         if name in LINK_PARTS:
-            out.append((memory,))
+            out.append((memory,) if latency is None else ((memory[0] + latency, memory[1]),))
             continue
         compute = (zero_if_none(part.flops_fixed) / compute_rate,
                    zero_if_none(part.flops_per_sequence) / compute_rate)
@@ -732,13 +736,13 @@ def _sqrt_tangent(part: _Linear):
     return at_one - slope, slope
 
 
-def _concave_slack(parts, trial, compute_rate, link_rate, memory_rate):
+def _concave_slack(parts, trial, compute_rate, links, memory_rate):
     """Time the lines of `_branches` overstate at B = `trial`: the routed experts left
     unread and the busiest GPU's sqrt(T) FLOPs under their tangent."""
     slack = 0.0
     for name, part in parts.items():
         if part.experts is not None:
-            slack = slack + (part.experts / (link_rate if name in LINK_PARTS else memory_rate)
+            slack = slack + (part.experts / (links[name][0] if name in LINK_PARTS else memory_rate)
                              * part.missed(part.tokens(trial)))
         if part.flops_sqrt is not None:
             intercept, slope = _sqrt_tangent(part)
@@ -760,7 +764,7 @@ def _dominant(branches):
     return branches
 
 
-def _max_batch_for_budget(inputs, shape, assumptions, compute_rate, memory_rate, budget):
+def _max_batch_for_budget(shape, assumptions, compute_rate, memory_rate, links, budget):
     """Largest B >= 1 whose step time fits `budget` (0 if none), memory aside.
 
     For B >= 1 every part's FLOPs and bytes are linear in B, but for the routed experts'
@@ -776,19 +780,18 @@ def _max_batch_for_budget(inputs, shape, assumptions, compute_rate, memory_rate,
     routed = any(part.experts is not None or part.flops_sqrt is not None
                  for part in shape.timed_parts.values())
     low, binding = _linear_max_batch(shape, assumptions, compute_rate, memory_rate,
-                                     shape.link_rate, budget, binding=routed)
+                                     links, budget, binding=routed)
     if not routed:
         return low
     trial = np.where(np.isfinite(low), low + 1.0, 1.0)
     overshoot = binding[0] + binding[1] * trial - budget
-    unread = _concave_slack(shape.timed_parts, trial, compute_rate, shape.link_rate,
-                            memory_rate)
+    unread = _concave_slack(shape.timed_parts, trial, compute_rate, links, memory_rate)
     open_ = np.isfinite(low) & (overshoot <= unread * (1 + 1e-9))
     if not np.any(open_):
         return low
     full = np.broadcast_shapes(np.shape(low), np.shape(open_))
     index = np.flatnonzero(np.broadcast_to(open_, full))
-    rates = _restricted(index, full, compute_rate, memory_rate, shape.link_rate)
+    rates = _restricted_rates(index, full, (compute_rate, memory_rate, links))
     parts = _restricted_parts(shape.timed_parts, index, full)
     budget_, trial_ = _restricted(index, full, budget, trial)
     time, rate = _time_and_rate(parts, rates, assumptions, trial_)
@@ -807,6 +810,13 @@ def _restricted_parts(parts, index, shape):
     return {name: _Linear(**dict(zip(_LINEAR_FIELDS, _restricted(
         index, shape, *(getattr(part, f) for f in _LINEAR_FIELDS)), strict=True)))
         for name, part in parts.items()}
+
+
+def _restricted_rates(index, shape, rates):
+    """(compute rate, memory rate, links) at the flat `index` only."""
+    compute_rate, memory_rate, links = rates
+    return (*_restricted(index, shape, compute_rate, memory_rate),
+            {name: tuple(_restricted(index, shape, *link)) for name, link in links.items()})
 
 
 def _restricted(index, shape, *values):
@@ -831,7 +841,7 @@ def _settle(parts, rates, assumptions, budget, low, time, rate, high):
         if count < low.size // 2:
             index = np.flatnonzero(unsettled)
             parts = _restricted_parts(parts, index, size)
-            rates = _restricted(index, size, *rates)
+            rates = _restricted_rates(index, size, rates)
             low = np.array(low)
             low[index] = _settle(parts, rates, assumptions,
                                  *_restricted(index, size, budget, low, time, rate, high))
@@ -850,14 +860,14 @@ def _settle(parts, rates, assumptions, budget, low, time, rate, high):
 
 def _time_and_rate(parts, rates, assumptions, batch):
     """The step time at `batch` and its derivative in B (of the branches that set it)."""
-    compute_rate, memory_rate, link_rate = rates
+    compute_rate, memory_rate, links = rates
     values = {name: part.at(batch, rates=True) for name, part in parts.items()}
     costs = {name: value[:2] for name, value in values.items()}
-    times = _times(costs, compute_rate, memory_rate, link_rate)
+    times = _times(costs, compute_rate, memory_rate, links)
     slopes = {}
     for name, (flops, nbytes, flops_rate, bytes_rate) in values.items():
         if name in LINK_PARTS:
-            slopes[name] = bytes_rate / link_rate
+            slopes[name] = bytes_rate / links[name][0]
         elif flops is None:
             slopes[name] = bytes_rate / memory_rate
         else:
@@ -878,13 +888,13 @@ def _time_and_rate(parts, rates, assumptions, batch):
     return time, rate
 
 
-def _linear_max_batch(shape, assumptions, compute_rate, memory_rate, link_rate, budget,
+def _linear_max_batch(shape, assumptions, compute_rate, memory_rate, links, budget,
                       binding=False):
     """The largest B >= 1 within the budget (0 if none), and with `binding` the
     (intercept, slope) of the line that sets it (else None). The answer does not depend
     on the batch axis, so it takes the shape of the other inputs: on a block of a sweep
     (context x batch) it is solved once per context, not once per point."""
-    per_part = _branches(shape, compute_rate, memory_rate, link_rate)
+    per_part = _branches(shape, compute_rate, memory_rate, links)
     if assumptions.overlap == "full":
         hbm = [branches for name, branches in zip(shape.timed_parts, per_part, strict=True)
                if name not in LINK_PARTS]
