@@ -8,6 +8,7 @@ opens. No Textual here: the screen drives it from worker threads.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,14 +18,12 @@ from rooftui.core.errors import SpecError
 from rooftui.sweeps.charts import declared_axes
 from rooftui.sweeps.grid import PARAMETERS
 from rooftui.sweeps.results import read_manifest, scan_results
+from rooftui.tui.results_columns import HEADLINE_METRICS
 from rooftui.tui.results_query import PAGE_ROWS, PlotChoice, Query
 
 # Input columns: one per grid parameter; one whose name a metric also uses is written
 # `<name>_assumed` (see rooftui.sweeps.results).
 INPUTS = frozenset(PARAMETERS) | {f"{name}_assumed" for name in PARAMETERS}
-# Metrics shown first in the table, in this order, when present.
-HEADLINE_METRICS = ("step_time_s", "tokens_per_s", "per_user_tokens_per_s", "intensity",
-                    "attention_share", "bound")
 ID_COLUMNS = ("point_id",)
 MAX_FILTER_VALUES = 500  # an axis with more distinct values gets no value list
 PLOT_POINTS = 4000
@@ -61,22 +60,28 @@ class ResultsData:
         numeric = {name for name, dtype in schema.items() if dtype.is_numeric()}
         inputs = [c for c in self.columns if c in INPUTS]
         dimensions = declared_axes(self.manifest)  # tuples of axes (zipped ones share one)
-        # the axes are what the grid varies; without a manifest, every input column
-        self.axes = inputs if dimensions is None else [
-            c for c in inputs if any(c in dimension for dimension in dimensions)]
+        # the axes are what the grid varies, of any kind of grid (an optimize grid's
+        # max_batch and token_budget too); without a manifest, every input column
+        declared = {axis: values for dimension in dimensions or () for axis, values
+                    in dimension.items()}
+        self.axes = inputs if dimensions is None else [c for c in self.columns
+                                                       if c in declared]
+        varying = [c for c in self.axes if dimensions is None or len(declared[c]) > 1]
         # labels worth filtering and colouring by (`bound`, `fits`), without the booleans
         # `*compute_bound` that a word column (`*bound`) already says
         self.categories = [c for c in self.columns if c not in INPUTS
-                           and c not in ID_COLUMNS and c not in numeric
+                           and c not in self.axes and c not in ID_COLUMNS
+                           and c not in numeric
                            and not (c.endswith("compute_bound") and
                                     c.removesuffix("compute_bound") + "bound" in self.columns)]
-        self.metrics = [c for c in self.columns
-                        if c in numeric and c not in INPUTS and c not in ID_COLUMNS]
+        self.metrics = [c for c in self.columns if c in numeric and c not in INPUTS
+                        and c not in self.axes and c not in ID_COLUMNS]
         self.numeric_axes = [c for c in self.axes if c in numeric]
-        headline = [c for c in HEADLINE_METRICS if c in self.columns]
-        rest = [c for c in self.columns if c not in self.axes and c not in headline
-                and c not in ID_COLUMNS]
-        self.table_columns = self.axes + headline + rest + [
+        # the table: what varies, the headline metrics, then the other axes and the rest
+        headline = [c for c in HEADLINE_METRICS if c in self.columns and c not in varying]
+        first = varying + headline
+        self.table_columns = first + [c for c in self.columns if c not in first
+                                      and c not in ID_COLUMNS] + [
             c for c in ID_COLUMNS if c in self.columns]
 
     def default_plot(self) -> PlotChoice:
@@ -101,7 +106,28 @@ class ResultsData:
         frame = self.frame
         for column, value in query.filters.items():
             frame = frame.filter(pl.col(column) == value)
+        if query.typed.strip():
+            frame = frame.filter(self.typed_filter(query.typed))
         return frame
+
+    def typed_filter(self, text: str) -> pl.Expr:
+        """`text` as a SQL expression over the columns when it is one (it names a column
+        and polars parses it), else: any text column contains it (any case)."""
+        try:
+            expression = pl.sql_expr(text)
+            if set(expression.meta.root_names()) <= set(self.columns) and \
+                    expression.meta.root_names():
+                return expression
+        except pl.exceptions.PolarsError:  # not SQL: plain text, searched for
+            pass
+        texts = [c for c in self.columns if c in self.categories or c in self.axes
+                 and c not in self.numeric_axes]
+        if not texts:
+            raise SpecError(f"filter {text!r}: not an expression over the columns, and "
+                            "there is no text column to search")
+        pattern = "(?i)" + re.escape(text.strip())
+        return pl.any_horizontal(pl.col(c).cast(pl.String).str.contains(pattern)
+                                 for c in texts)
 
     def count(self, query: Query) -> int:
         return int(self._collect(self.filtered(query).select(pl.len())).item())

@@ -10,11 +10,14 @@ PAGE_ROWS = 100  # rows the table holds at a time
 
 @dataclass(frozen=True)
 class Query:
-    """Equality filters per column, and one sort key."""
+    """Equality filters per column, a typed filter (`/`: a SQL expression such as
+    `batch >= 64 and bound = 'compute'`, or else text any text column contains), and
+    one sort key."""
 
     filters: dict[str, object] = field(default_factory=dict)
     sort: str | None = None
     descending: bool = False
+    typed: str = ""
 
     def with_filter(self, column: str, value: object | None) -> Query:
         filters = {k: v for k, v in self.filters.items() if k != column}

@@ -11,6 +11,7 @@ line in `rooftui.tui.widgets.controls`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
@@ -117,6 +118,7 @@ class ExplorerSettings:
         the grid's `profile`. Inputs without a control (compute dtype, overlap, ...) are
         carried too, and listed under the controls (`fixed_inputs`); a price, an energy
         flag or a TPOT budget, which the Explorer does not show, are not."""
+        row = serving_step(row)
         known = {f.name for f in fields(cls)}
         values = {key: value for key, value in row.items()
                   if key in known and f"{key}_assumed" not in row}
@@ -163,6 +165,22 @@ class ExplorerSettings:
         }
         return replace(self, **{key: None for key, value in defaults.items()
                                 if getattr(self, key) == value})
+
+
+def serving_step(row: dict[str, object]) -> dict[str, object]:
+    """An optimize or simulate row (a scheduler's max batch and token budget, no batch)
+    as the step it runs at full load, as the Optimize view opens its best: max batch
+    sequences decoding at the workload's mean context, plus the prefill a chunked
+    budget leaves. A step row is returned as it is."""
+    if "batch" in row or row.get("max_batch") is None:
+        return row
+    step = {**row, "batch": int(row["max_batch"])}
+    context = row.get("decode_context")
+    if isinstance(context, int | float) and math.isfinite(context):
+        step["context"] = max(1, round(context))
+    if row.get("policy") == "chunked" and row.get("token_budget") is not None:
+        step["prefill"] = max(0, int(row["token_budget"]) - int(row["max_batch"]))
+    return step
 
 
 def shipped_key(kind: str, value: str) -> str:

@@ -56,3 +56,36 @@ def test_explorer_throughput_without_colour(snap_compare, monkeypatch):
         await settle(pilot)
 
     assert snap_compare(RooftuiApp(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_results_at_80x24(snap_compare, tmp_path):
+    app = RooftuiApp(write_results_dir(tmp_path))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=wait_for_results)
+
+
+def test_results_at_200x50(snap_compare, tmp_path):
+    app = RooftuiApp(write_results_dir(tmp_path))
+    assert snap_compare(app, terminal_size=(200, 50), run_before=wait_for_results)
+
+
+async def open_optimize(pilot):
+    await wait_for_explorer(pilot)
+    await pilot.press("O")
+    await settle(pilot, until=lambda: pilot.app.screen.id == "optimize")
+
+
+def test_optimize_at_80x24(snap_compare):
+    assert snap_compare(RooftuiApp(), terminal_size=(80, 24), run_before=open_optimize)
+
+
+def test_optimize_at_200x50(snap_compare):
+    assert snap_compare(RooftuiApp(), terminal_size=(200, 50), run_before=open_optimize)
+
+
+def test_help_at_200x50(snap_compare):
+    async def run_before(pilot):
+        await wait_for_explorer(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+
+    assert snap_compare(RooftuiApp(), terminal_size=(200, 50), run_before=run_before)

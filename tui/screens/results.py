@@ -20,13 +20,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Static, Tab, Tabs
+from textual.widgets import DataTable, Footer, Input, Select, Static, Tab, Tabs
 
 from rooftui.core import units
 from rooftui.core.errors import SpecError
 from rooftui.core.point import point_report
 from rooftui.tui.failures import failure_text
 from rooftui.tui.keys import LEAVE_FIELD, KeyboardScreen
+from rooftui.tui.results_columns import cell, heading
 from rooftui.tui.results_query import PAGE_ROWS, PlotChoice, Query
 from rooftui.tui.settings import ExplorerSettings
 from rooftui.tui.widgets.results_controls import ResultsControls
@@ -37,20 +38,7 @@ if TYPE_CHECKING:
 
 PANELS = (("results-table", "Table"), ("results-plot", "Plot"))
 WIDE_COLUMNS, WIDE_ROWS = 140, 36
-
-
-def cell(value: object) -> str:
-    """A value as the table and the status line print it."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        # four significant digits, without exponents for the usual magnitudes
-        return f"{value:,.0f}" if 1e4 <= abs(value) < 1e15 else f"{value:.4g}"
-    return str(value)
+NARROW_COLUMNS = 100  # below, the sidebar hides until `f`: the table needs the width
 
 
 PAGE_KEYS = Binding.Group("page", compact=True)  # n next, p previous
@@ -61,8 +49,15 @@ class ResultsScreen(KeyboardScreen):
         Binding("o", "open_row", "Open", id="open-row"),
         Binding("n", "page(1)", "Next page", id="next-page", group=PAGE_KEYS),
         Binding("p", "page(-1)", "Previous page", id="previous-page", group=PAGE_KEYS),
-        Binding("s", "sort_cursor_column", "Sort", id="sort"),
+        Binding("s", "sort_cursor_column", "Sort", id="sort",
+                tooltip="Sort by the column under the cursor; again: the other way"),
+        Binding("slash", "typed_filter", "Filter", id="typed-filter",
+                tooltip="Filter by an expression (batch >= 64 and bound = 'compute') "
+                        "or by text any text column contains"),
         Binding("v", "next_panel", "View", id="results-next-view"),
+        Binding("f", "toggle_sidebar", "Filters", id="results-filters",
+                tooltip="Show or hide the filters, sort and plot choices (a narrow "
+                        "terminal hides them, for the table's columns)"),
         Binding("e", "export", "Export", id="results-export"),
         Binding("escape", "explorer", "Explorer", id="explorer"),
         LEAVE_FIELD,
@@ -141,7 +136,8 @@ class ResultsScreen(KeyboardScreen):
         data = self.data = message.data
         body = self.query_one("#results-body")
         await body.remove_children()
-        table = DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
+        # a cell cursor: `s` sorts by the column under it, Enter opens its row
+        table = DataTable(id="results-table", cursor_type="cell", zebra_stripes=True)
         await body.mount(
             ResultsControls(
                 filters=data.axes + data.categories, axes=data.numeric_axes or data.metrics,
@@ -149,13 +145,15 @@ class ResultsScreen(KeyboardScreen):
                 sortable=data.table_columns, plot=data.default_plot(), id="results-controls"),
             Vertical(
                 Static(self.directory.name, id="results-status"),
+                Input(placeholder="/ filter: batch >= 64 and bound = 'compute', or text",
+                      compact=True, id="results-filter"),
                 Tabs(*(Tab(label, id=f"tab-{name}") for name, label in PANELS),
                      id="results-tabs"),
                 Container(table, ResultsPlot(hires=self._hires, id="results-plot"),
                           id="results-panels"),
                 id="results-main"))
         for column in data.table_columns:
-            table.add_column(column, key=column)
+            table.add_column(heading(column), key=column)
         self._show_panel(self._panel)
         table.focus()
         self.refresh_bindings()
@@ -165,7 +163,15 @@ class ResultsScreen(KeyboardScreen):
     def on_resize(self) -> None:
         self.set_class(self.size.width >= WIDE_COLUMNS and self.size.height >= WIDE_ROWS,
                        "-wide")
+        self.set_class(self.size.width < NARROW_COLUMNS, "-narrow")
         self.refresh_bindings()
+
+    def action_toggle_sidebar(self) -> None:
+        self.toggle_class("-sidebar")
+        if self.has_class("-sidebar"):
+            self.query_one(ResultsControls).query(Select).first().focus()
+        else:
+            self.query_one(DataTable).focus()
 
     # --- loading ----------------------------------------------------------------------
     def refresh_results(self) -> None:
@@ -217,8 +223,10 @@ class ResultsScreen(KeyboardScreen):
         cursor_column = table.cursor_column  # `s` again on the same column flips the order
         table.clear()
         # rich Text cells: plain strings would be parsed as markup, 5,000 times a page
-        table.add_rows([tuple(Text(cell(v), justify="right" if isinstance(v, int | float)
-                                   else "left") for v in row)
+        columns = page.frame.columns
+        table.add_rows([tuple(Text(cell(v, column), justify="right"
+                                   if isinstance(v, int | float) else "left")
+                              for v, column in zip(row, columns, strict=True))
                         for row in page.frame.iter_rows()])
         table.move_cursor(row=0, column=cursor_column, animate=False)
         self._status_for(page)
@@ -262,6 +270,8 @@ class ResultsScreen(KeyboardScreen):
             details.append(f"sorted by {query.sort} {'↓' if query.descending else '↑'}")
         if query.filters:
             details.append(", ".join(f"{k} = {cell(v)}" for k, v in query.filters.items()))
+        if query.typed.strip():
+            details.append(f"/ {query.typed.strip()}")
         self._status(" · ".join(details))
 
     # --- actions ------------------------------------------------------------------------
@@ -284,8 +294,18 @@ class ResultsScreen(KeyboardScreen):
     def _sort_by(self, column: str) -> None:
         self.query_one(ResultsControls).sort_by(column)
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.open_row(event.cursor_row)
+    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+        self.open_row(event.coordinate.row)
+
+    def action_typed_filter(self) -> None:
+        self.query_one("#results-filter", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """The typed filter applies on Enter (blank: none); the keys go back to the
+        table."""
+        event.input.set_class(bool(event.value.strip()), "-filtering")
+        self.query_one(ResultsControls).filter_by(event.value)
+        self.query_one(DataTable).focus()
 
     def action_open_row(self) -> None:
         self.open_row(self.query_one(DataTable).cursor_row)
@@ -338,6 +358,8 @@ class ResultsScreen(KeyboardScreen):
             return None  # shown, disabled, until the results are open
         if action == "next_panel":
             return not self.has_class("-wide")
+        if action == "toggle_sidebar":
+            return self.has_class("-narrow")
         if action == "export":
             return self.plot_sample is not None or None
         return super().check_action(action, parameters)

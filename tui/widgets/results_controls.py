@@ -90,7 +90,12 @@ class ResultsControls(VerticalScroll, can_focus=False):
         with self.prevent(Select.Changed):
             self.query_one("#sort-column", Select).value = column
             self.query_one("#sort-order", Select).value = descending
-        self._query = Query(self._query.filters, column, descending)
+        self._query = replace(self._query, sort=column, descending=descending)
+        self.post_message(self.Changed(self._query, self._plot))
+
+    def filter_by(self, typed: str) -> None:
+        """The typed filter (`Query.typed`)."""
+        self._query = replace(self._query, typed=typed)
         self.post_message(self.Changed(self._query, self._plot))
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -101,9 +106,9 @@ class ResultsControls(VerticalScroll, can_focus=False):
             column = self._filters[[_id("filter", c) for c in self._filters].index(select_id)]
             self._query = self._query.with_filter(column, value)
         elif select_id == "sort-column":
-            self._query = Query(self._query.filters, value, self._query.descending)
+            self._query = replace(self._query, sort=value)
         elif select_id == "sort-order":
-            self._query = Query(self._query.filters, self._query.sort, bool(event.value))
+            self._query = replace(self._query, descending=bool(event.value))
         elif select_id == "plot-colour":
             self._plot = replace(self._plot, colour=value)
         elif select_id in ("plot-x", "plot-y"):
