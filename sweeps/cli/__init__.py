@@ -28,6 +28,8 @@ COMMANDS = {
     "calibrate": "calibrate:calibrate",
     "validate": "validate:validate",
     "measure": "measure:measure",
+    "disagg": "disagg:disagg",
+    "size": "size:size",
 }
 
 

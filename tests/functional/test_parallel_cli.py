@@ -50,3 +50,50 @@ def test_point_parallelism_errors_are_one_line(args, message):
     result = sweep_process("point", *args)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+DEPLOYMENT_KEYS = {"kind", "gpus", "rate_req_s", "sustained_req_s", "tokens_per_s",
+                   "tokens_per_s_per_gpu", "tokens_per_s_per_user", "req_s_per_gpu", "ttft_s",
+                   "tpot_s", "decode_batch_per_group", "prefill", "decode", "kv_transfer",
+                   "cost_per_hour", "cost_per_million_tokens"}
+HEADER_KEYS = {"model", "system", "gpu", "input_tokens", "output_tokens", "slo_ttft_s",
+               "slo_tpot_s", "weight_dtype", "kv_dtype", "compute_dtype", "max_gpus",
+               "price_per_gpu_hour", "null_reasons"}
+
+
+def test_disagg_json_keys():
+    r = sweep_json("disagg", "--model", "llama-3-70b", "--system", "hgx-h200-ib",
+                   "--slo-ttft", 0.3, "--slo-tpot", 0.02)
+    assert set(r) == HEADER_KEYS | {"disaggregated", "aggregated"}
+    assert set(r["disaggregated"]) == DEPLOYMENT_KEYS
+    assert set(r["disaggregated"]["prefill"]) == {"layout", "replicas", "gpus", "prefill_time_s"}
+    assert set(r["disaggregated"]["kv_transfer"]) == {"bytes_per_request", "transfer_time_s",
+                                                      "link"}
+    assert set(r["disaggregated"]["decode"]) == {"layout", "replicas", "gpus", "batch_per_group"}
+    assert r["aggregated"]["prefill"] is None and "aggregated.prefill" in r["null_reasons"]
+    assert r["disaggregated"]["gpus"] == (r["disaggregated"]["prefill"]["gpus"]
+                                          + r["disaggregated"]["decode"]["gpus"])
+
+
+def test_size_json_keys_and_bill():
+    r = sweep_json("size", "--rate", 20, "--price-per-gpu-hour", 3, "--input-tokens", 1000,
+                   "--output-tokens", 200)
+    assert set(r) == HEADER_KEYS | {"disaggregated", "aggregated", "rate_req_s", "smallest"}
+    chosen = r[r["smallest"]]
+    assert chosen["gpus"] == min(r[k]["gpus"] for k in ("disaggregated", "aggregated"))
+    assert chosen["cost_per_hour"] == 3 * chosen["gpus"]
+    assert chosen["cost_per_million_tokens"] == pytest.approx(
+        3 * chosen["gpus"] / 3600 / (20 * 200) * 1e6)
+
+
+def test_size_beyond_reach_is_null_with_a_reason():
+    r = sweep_json("size", "--rate", 1e6, "--max-gpus", 8)
+    assert r["smallest"] is None and r["disaggregated"] is None
+    assert "sustains the rate" in r["null_reasons"]["smallest"]
+
+
+def test_disagg_table_runs():
+    result = sweep_process("disagg", "--model", "deepseek-v3", "--system", "gb200-nvl72",
+                           "--max-gpus", 72)
+    assert result.returncode == 0, result.stderr
+    assert "KV transfer" in result.stdout and "aggregated" in result.stdout
