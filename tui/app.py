@@ -22,6 +22,7 @@ from textual.filter import LineFilter, Monochrome
 from textual.screen import Screen
 
 from rooftui.core.errors import SpecError
+from rooftui.tui.commands import ExplorerCommands
 from rooftui.tui.crash_report import write_crash_report
 from rooftui.tui.monochrome import UnstyledSafeMonochrome, is_monochrome_terminal
 from rooftui.tui.screens.explorer import ExplorerScreen
@@ -33,6 +34,7 @@ DEFAULT_OUTPUT_DIR = Path("outputs")
 class RooftuiApp(App):
     TITLE = "rooftui"
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
+    COMMANDS = App.COMMANDS | {ExplorerCommands}
 
     def __init__(self, results_dir: Path | None = None, *,
                  settings: ExplorerSettings | None = None,

@@ -1,0 +1,47 @@
+"""The command palette drives the tool by name: `gpu h200`, `model llama-3-70b`,
+`tp 4`, `profile derated`, `kv fp8`, fuzzy; and `open optimize`."""
+
+from __future__ import annotations
+
+import pytest
+from test_tui_support import pilot_test, settle, wait_for_explorer
+from textual.command import CommandPalette
+
+from rooftui.tui.app import RooftuiApp
+from rooftui.tui.screens.optimize import OptimizeScreen
+
+
+async def run_command(pilot, typed: str) -> None:
+    await pilot.press("ctrl+p")
+    await settle(pilot, until=lambda: isinstance(pilot.app.screen, CommandPalette))
+    palette = pilot.app.screen
+    await pilot.press(*typed)
+    # the first hit, once the search for the whole text has listed it
+    await settle(pilot, until=lambda: palette._list_visible and
+                 palette.query_one("CommandList").option_count > 0)
+    await pilot.press("enter")
+    await settle(pilot, until=lambda: not isinstance(pilot.app.screen, CommandPalette))
+
+
+@pytest.mark.parametrize(("typed", "key", "value"), [
+    ("gpu h200", "gpu", "h200"),
+    ("model llama-3-70b", "model", "llama-3-70b"),
+    ("tp 4", "tp", 4),
+    ("profile derated", "profile", "derated"),
+    ("kv fp8", "kv_dtype", "fp8"),
+])
+@pilot_test
+async def test_a_palette_command_sets_a_control(typed, key, value):
+    async with RooftuiApp().run_test(size=(120, 40)) as pilot:
+        screen = await wait_for_explorer(pilot)
+        await run_command(pilot, typed)
+        await settle(pilot, until=lambda: getattr(screen.figures.settings, key) == value)
+        assert getattr(screen.settings, key) == value
+
+
+@pilot_test
+async def test_a_palette_command_opens_optimize():
+    async with RooftuiApp().run_test(size=(120, 40)) as pilot:
+        await wait_for_explorer(pilot)
+        await run_command(pilot, "open optimize")
+        await settle(pilot, until=lambda: isinstance(pilot.app.screen, OptimizeScreen))
