@@ -188,6 +188,8 @@ class Layout:
             sent = (2.0 * model.experts_per_token * (1.0 - 1.0 / self.ep) / tp
                     * model.moe_layers * model.hidden * inputs.activation_bytes)
             parts["all_to_all"] = per_token_link(np.where(expert_parallel, sent, 0.0))
+        elif np.ndim(inputs.ep) > 0:  # an ep axis: every block of a grid has the part
+            parts["all_to_all"] = per_token_link(np.zeros(np.shape(inputs.ep)))
         if self.pipelined:
             m = self.micro_batches
             parts = {name: scaled(part, None, self.pp, self.pp) for name, part in parts.items()}

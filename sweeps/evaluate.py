@@ -31,7 +31,8 @@ from rooftui.core.hardware import load_gpu
 from rooftui.core.model import ModelArrays, load_model
 from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig, uneven_split
 from rooftui.core.step import evaluate_step
-from rooftui.core.tables import DTYPES, GPUTable, dtype_code, gather_step_inputs
+from rooftui.core.systems import load_system
+from rooftui.core.tables import DTYPES, GPUTable, SystemTable, dtype_code, gather_step_inputs
 from rooftui.sweeps.grid import (
     FLAG_KINDS,
     INTEGER_KINDS,
@@ -69,13 +70,22 @@ class Sweep:
     def __init__(self, grid: Grid) -> None:
         self.grid = grid
         where = str(grid.path)
-        self.gpu_names = tuple(grid.values_of("gpu"))
+        # a system brings its GPU: the GPU table holds the grid's and the systems' GPUs
+        self.system_names = tuple(grid.values_of("system")) if grid.given("system") else ()
+        self.systems = [load_system(grid.catalog_path(name)) for name in self.system_names]
+        if self.systems and grid.given("gpu"):
+            raise SpecError(f"{where}: give gpu or system, not both (a system names its GPU)")
+        self.gpu_names = tuple(dict.fromkeys((*grid.values_of("gpu"),
+                                              *(s.gpu.key for s in self.systems))))
         # one table for the models and the draft models (codes of both index it)
         drafts = grid.values_of("draft_model") if grid.given("draft_model") else ()
         self.model_names = tuple(dict.fromkeys((*grid.values_of("model"), *drafts)))
         self.gpus = [load_gpu(grid.catalog_path(name)) for name in self.gpu_names]
         self.models = [load_model(grid.catalog_path(name)) for name in self.model_names]
         self.gpu_table = GPUTable.of(self.gpus)
+        self.system_table = SystemTable.of(self.systems) if self.systems else None
+        self._system_gpu = np.array([self.gpu_names.index(s.gpu.key) for s in self.systems],
+                                    np.int64)
         self.model_arrays = ModelArrays.stack(self.models)
         profile = load_profile(grid.catalog_path(grid.profile)) if grid.profile else Assumptions()
         try:
@@ -132,11 +142,14 @@ class Sweep:
         # routed experts: as given, else like weights the grid gives, else the model's own
         p["expert_weight_dtype"] = p.get("expert_dtype", p["weight_dtype"] if (
             "weight_dtype" in given) else self._model_expert_dtype[model])
-        for key in ("tp", "spec_tokens"):
+        for key in ("tp", "spec_tokens", "pp", "ep", "dp", "micro_batches"):
             # given, an array even where it is 1 or 0: every block then has the same parts
-            # (communication, drafting) and so the same columns
+            # (communication, drafting, all_to_all, pipeline_transfer) and the same columns
             if key in given:
                 p[key] = np.atleast_1d(p[key])
+        if "system" in given:  # the system's GPU, and its links for the collectives
+            p["gpu"] = self._system_gpu[p["system"]]
+            p["systems"] = self.system_table
         heads = self._model_heads[model]
         if "group_size" in given:
             p["kv_heads"] = heads // p["group_size"]
@@ -211,6 +224,8 @@ class Sweep:
         kind = PARAMETERS[name].kind
         if kind == "gpu":
             return self.gpu_names
+        if kind == "system":
+            return self.system_names
         if kind == "model":
             return self.model_names
         if kind == "dtype":
@@ -282,8 +297,27 @@ class Sweep:
                             "peak for its compute dtype)")
         return skipped
 
+    def _check_layout(self, p: dict[str, Any], where: str) -> None:
+        """As `sweep point` checks --ep: 1 or tp x dp, on an MoE model whose experts it
+        divides."""
+        ep = np.asarray(p.get("ep", 1))
+        if not (ep > 1).any():
+            return
+        gpus = np.asarray(p.get("tp", 1)) * np.asarray(p.get("dp", 1))
+        experts = np.array([m.num_experts for m in self.models], np.int64)[p["model"]]
+        for bad, why in (((ep > 1) & (ep != gpus), "must be 1 or tp x dp (zip ep with tp and "
+                                                   "dp)"),
+                         ((ep > 1) & (experts == 0), "needs a mixture-of-experts model"),
+                         ((ep > 1) & (experts % np.maximum(ep, 1) != 0),
+                          "does not divide the model's routed experts")):
+            if np.any(bad):
+                at = _first(bad)
+                raise SpecError(f"{where}: ep {at(ep)} {why} (model "
+                                f"{self.model_names[at(p['model'])]})")
+
     def _check_parallelism(self, p: dict[str, Any], where: str) -> None:
         """As `sweep point` checks --tp: a link to split over, heads that split evenly."""
+        self._check_layout(p, where)
         tp = np.asarray(p.get("tp", 1))
         if not (tp > 1).any():
             return

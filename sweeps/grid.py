@@ -30,7 +30,8 @@ names = ["roofline"]
 
 Parameters are the `sweep point` options (see `PARAMETERS`); one that a grid does not
 give takes `sweep point`'s default (the model's own KV heads and weight dtype, the
-profile's mfu/mbu/reserve). Tensor parallelism (`tp`), speculative decoding
+profile's mfu/mbu/reserve). Parallelism (`tp`, `pp`, `ep`, `dp`, `micro_batches`, a
+`system`; zip ep with tp and dp), speculative decoding
 (`spec_tokens`, `acceptance`, `draft_model`), the experts' format, a price and energy
 are columns only in grids that give them; where such a grid crosses spec_tokens 0 with
 acceptance values, the acceptance does nothing at 0. Paths to GPU or model files are relative to the grid file.
@@ -93,7 +94,7 @@ MODEL_VERSION = 1
 MAX_AXIS_VALUES = 1 << 20  # values of one axis: ~40 MB as Python numbers
 
 # Value kinds: how a parameter's values are checked, and the type of its parquet column.
-STRING_KINDS = {"gpu", "model", "dtype", "choice", "workload", "distribution"}
+STRING_KINDS = {"gpu", "model", "dtype", "choice", "workload", "distribution", "system"}
 INTEGER_KINDS = {"count", "positive_count"}
 FLOAT_KINDS = {"fraction", "probability", "amount", "positive"}
 FLAG_KINDS = {"flag"}
@@ -112,7 +113,7 @@ KIND_BOUNDS = {
 class Parameter:
     """One input of a step, as a grid names it."""
 
-    kind: str  # gpu, model, dtype, choice, workload, distribution, count, positive_count,
+    kind: str  # gpu, model, system, dtype, choice, workload, distribution, count, positive_count,
     # fraction (0, 1], probability [0, 1], amount, positive, flag
     meaning: str  # with its unit
     default: Any = None  # when the grid does not give it; None: resolved per point
@@ -145,6 +146,17 @@ PARAMETERS: dict[str, Parameter] = {
                               column_when_given=True),
     "tp": Parameter("positive_count", "GPUs one replica is split over (tensor "
                     "parallelism; adds the communication part)", 1, column_when_given=True),
+    "pp": Parameter("positive_count", "pipeline stages (adds pipeline_transfer)", 1,
+                    column_when_given=True),
+    "ep": Parameter("positive_count", "GPUs the routed experts are split over: 1 or tp x dp "
+                    "(zip it with tp and dp; adds all_to_all)", 1, column_when_given=True),
+    "dp": Parameter("positive_count", "data-parallel attention groups of tp GPUs per stage",
+                    1, column_when_given=True),
+    "micro_batches": Parameter("positive_count", "micro-batches over the pipeline "
+                               "[default: pp]", column_when_given=True),
+    "system": Parameter("system", "system (sweep specs list systems): its GPU, and the links "
+                        "collectives cross [default: the GPU's interconnect]",
+                        column_when_given=True),
     "spec_tokens": Parameter("count", "speculative decoding: tokens drafted per sequence "
                              "and step (needs acceptance)", 0, column_when_given=True),
     "acceptance": Parameter("probability", "each drafted token's acceptance rate, 0 to 1",
@@ -169,7 +181,8 @@ PARAMETERS: dict[str, Parameter] = {
     "kv_write": Parameter("flag", "count writing new K and V [default: profile]",
                           fixed_only=True),
 }
-CATALOG = {"gpu": "gpus", "model": "models", "draft_model": "models"}  # naming spec files
+CATALOG = {"gpu": "gpus", "model": "models", "draft_model": "models",  # naming spec files
+           "system": "systems"}
 
 # The simulator's configuration: GPU, model, dtypes and assumptions as for a step (no
 # what-if KV heads), tensor parallelism, and `sweep simulate`'s scheduler and workload.
@@ -643,7 +656,8 @@ def _with_specs(grid: Grid, where: str) -> Grid:
                 path = spec_files.resolve(kind, grid.catalog_path(name))
             except SpecError as error:
                 raise SpecError(f"{where} {parameter}: {error}") from None
-            specs[kind][name] = spec_files.read_document(path)
+            # (systems only where a grid names one, so older grids keep their hash)
+            specs.setdefault(kind, {})[name] = spec_files.read_document(path)
     if grid.profile is not None:
         try:
             path = spec_files.resolve("profiles", grid.catalog_path(grid.profile))
