@@ -6,9 +6,10 @@ altair is imported inside the functions that use it (`import_altair`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from rooftui.sweeps.chart_slices import LABELS, ChartSlice
+from rooftui.sweeps.chart_slices import LABELS, ChartSlice, show
 
 if TYPE_CHECKING:
     import altair as alt
@@ -34,13 +35,16 @@ def import_altair():
     return alt
 
 
-def dropdown_params(alt, chart_slice: ChartSlice, *axes: str) -> list:
-    """A select box for each axis with more than one kept value (default: the first)."""
+def dropdown_params(alt, chart_slice: ChartSlice, *axes: str,
+                    initial: Mapping[str, Any] | None = None) -> list:
+    """A select box for each axis with more than one kept value (default: `initial`'s
+    value, else the first)."""
     params = []
     for axis in axes:
         options = chart_slice.values(axis)
         if len(options) > 1:
-            params.append(alt.param(name=f"{axis}_choice", value=options[0],
+            value = (initial or {}).get(axis, options[0])
+            params.append(alt.param(name=f"{axis}_choice", value=value,
                                     bind=alt.binding_select(options=options,
                                                             name=f"{LABELS[axis]} ")))
     return params
@@ -61,8 +65,111 @@ def highlight(alt, selection, *, on: float = 1.0, off: float = 0.12):
     return alt.when(selection).then(alt.value(on)).otherwise(alt.value(off))
 
 
-def title_params(alt, text: str, chart_slice: ChartSlice, *notes: str):
-    return alt.TitleParams(text=text, subtitle=chart_slice.subtitle(*notes), anchor="start")
+def title_params(alt, text: str, chart_slice: ChartSlice, *notes: str,
+                 grid: Mapping[str, Any] | None = None, menus: Sequence[str] = ()):
+    """The chart's title with what it is about (`about`) and its subtitle: held values,
+    then `notes` (what it reduces over, how to read it)."""
+    return alt.TitleParams(text=text, subtitle=[about(chart_slice, grid, menus),
+                                                *chart_slice.subtitle(*notes)],
+                           anchor="start")
+
+
+ABOUT = ("model", "gpu", "tp", "workload", "slo_ttft", "slo_tpot")
+
+
+def about(chart_slice: ChartSlice, grid: Mapping[str, Any] | None,
+          menus: Sequence[str] = ()) -> str:
+    """One line naming the model, GPU, GPUs per replica, profile, workload and SLOs the
+    chart draws: held ones by value, menus by the value they open on, others as 'each'
+    (a legend, panels or colours tell them apart)."""
+    present = set(chart_slice.data.columns) | set(chart_slice.fixed)
+    parts = []
+    for axis in ABOUT:
+        name = LABELS[axis] if axis != "tp" else "TP"
+        if axis in chart_slice.fixed:
+            parts.append(f"{name} {show(chart_slice.fixed[axis])}")
+        elif axis in menus and chart_slice.values(axis):
+            parts.append(f"{name} {show(chart_slice.values(axis)[0])} (menu)")
+        elif axis in present:
+            parts.append(f"each {name}")
+        elif axis == "tp":
+            parts.append("TP 1")
+    spec = (grid or {}).get("spec")
+    profile = spec.get("profile") if isinstance(spec, dict) else None
+    if isinstance(profile, str) and profile:
+        parts.append(f"profile {profile}")
+    return " · ".join(parts)
+
+
+# Okabe and Ito's eight colours: told apart with any colour vision
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+             "#000000"]
+INFEASIBLE = "#9a9a9a"
+
+
+def palette(alt, values: Sequence) -> Any:
+    """A colour-blind-safe scale for a nominal field with `values` (Okabe-Ito, then
+    tableau10 past eight)."""
+    values = list(values)
+    if len(values) <= len(OKABE_ITO):
+        return alt.Scale(domain=values, range=OKABE_ITO[:len(values)])
+    return alt.Scale(domain=values, scheme="tableau10")
+
+
+def byte_text(pl, value):
+    """Bytes as short text: '1.1 TB', '141 GB', '8.5 GB'."""
+    gigabytes = value / 1e9
+    return (pl.when(value >= 1e12).then(pl.format("{} TB", (value / 1e12).round_sig_figs(2)))
+            .when(gigabytes >= 100).then(pl.format("{} GB", gigabytes.round(0).cast(pl.Int64)))
+            .otherwise(pl.format("{} GB", gigabytes.round_sig_figs(2))))
+
+
+MEMORY_COLUMNS = ("fits", "weight_bytes", "kv_bytes", "memory_reserve_gb", "tp")
+
+
+def with_memory_note(pl, data: pl.DataFrame, grid: Mapping[str, Any] | None,
+                     gpu: str | None = None) -> pl.DataFrame:
+    """`data` with `memory`: why a row does not fit ("weights 141 GB > 80 GB: needs TP ≥
+    2", "KV 1.1 TB > 65 GB free") or what it uses when it does. Needs `fits` and the
+    byte columns; the GPU's memory comes from the grid's spec (or the shipped one),
+    `gpu` naming it when the data has no gpu column."""
+    from rooftui.sweeps.chart_slices import gpu_memory_bytes
+
+    if "fits" not in data.columns or "weight_bytes" not in data.columns:
+        return data.with_columns(memory=pl.lit(""))
+    gpus = data["gpu"].unique().to_list() if "gpu" in data.columns else [gpu]
+    memory = {g: gpu_memory_bytes(grid, str(g)) for g in gpus if g is not None}
+    capacity = (pl.col("gpu").replace_strict(memory, default=None, return_dtype=pl.Float64)
+                if "gpu" in data.columns else pl.lit(memory.get(gpu), dtype=pl.Float64))
+    reserve = (pl.col("memory_reserve_gb").fill_null(0) * 1e9
+               if "memory_reserve_gb" in data.columns else pl.lit(0.0))
+    tp = pl.col("tp").fill_null(1) if "tp" in data.columns else pl.lit(1)
+    room = capacity - reserve  # what weights and KV may use on one GPU
+    weights, kv = pl.col("weight_bytes"), pl.col("kv_bytes")
+    needs = (weights * tp / room).ceil().cast(pl.Int64)
+    note = (pl.when(pl.col("fits")).then(pl.format("fits: weights {} + KV {} of {}",
+                                                   byte_text(pl, weights), byte_text(pl, kv),
+                                                   byte_text(pl, room)))
+            .when(capacity.is_null()).then(pl.lit("exceeds GPU memory"))
+            .when(weights >= room).then(pl.format("weights {} > {}: needs TP ≥ {}",
+                                                  byte_text(pl, weights),
+                                                  byte_text(pl, room), needs))
+            .otherwise(pl.format("KV {} > {} free", byte_text(pl, kv),
+                                 byte_text(pl, room - weights))))
+    return data.with_columns(memory=note)
+
+
+def capped(alt, chart, field: str, into: str, *, groupby: Sequence[str] = ()):
+    """`chart` with `into`: `field` where the row fits, else `field` cut to the largest
+    value of the rows that fit (of the same `groupby`, after the menus' filters): rows
+    that do not fit never stretch the axis; they sit at its edge, their value in the
+    tooltip."""
+    cap = f"{into}_cap"
+    return chart.transform_calculate(**{f"{into}_fit": f"datum.fits ? datum.{field} : null"}
+                                     ).transform_joinaggregate(
+        **{cap: f"max({into}_fit)"}, groupby=list(groupby)).transform_calculate(
+        **{into: f"datum.fits || !isValid(datum.{cap}) ? datum.{field} "
+                 f": min(datum.{field}, datum.{cap})"})
 
 
 def empty_chart(alt, text: str, reason: str) -> alt.TopLevelMixin:
@@ -71,13 +178,12 @@ def empty_chart(alt, text: str, reason: str) -> alt.TopLevelMixin:
         text="message:N").properties(title=text, width=WIDTH, height=80)
 
 
-FITS = "datum.fits ? 'fits' : 'exceeds memory'"
 PART_LABELS = {"gemm": "GEMM (weights)", "attention": "attention (KV)", "step": "whole step",
                "activations": "activations", "communication": "communication"}
 
 
 def note_chart(alt, text: str, reason: str) -> alt.TopLevelMixin:
-    """`_empty`, its message held as a data set like every chart's rows."""
+    """`empty_chart`, its message held as a data set like every chart's rows."""
     import polars as pl
 
     return alt.Chart(pl.DataFrame({"message": [reason]})).mark_text(size=14).encode(

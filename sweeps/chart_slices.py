@@ -27,6 +27,8 @@ AXES = ("gpu", "model", "weight_dtype", "kv_dtype", "compute_dtype", "expert_dty
         "memory_reserve_gb", "tpot_budget", "price_per_gpu_hour")
 # A grid axis whose name a metric also uses is written as `<name>_assumed`.
 AXIS_COLUMNS = {"mfu": "mfu_assumed", "mbu": "mbu_assumed"}
+# Axes that change what a model is (its KV heads): held at each model's own value.
+STRUCTURE_AXES = ("group_size", "kv_heads")
 INTEGER_AXES = ("batch", "context", "prefill", "prefill_context", "group_size", "kv_heads",
                 "tp", "spec_tokens")
 REPRESENTATIVE = {"prefill": "min", "prefill_context": "min", "mfu_assumed": "max",
@@ -75,13 +77,24 @@ class ChartSlice:
     data: pl.DataFrame
     kept: dict[str, list]
     fixed: dict[str, Any] = field(default_factory=dict)
+    # structure axes held at each model's own value: axis -> {model: value}
+    native: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def values(self, axis: str) -> list:
         return self.kept.get(axis, [])
 
     def subtitle(self, *notes: str) -> list[str]:
-        held = " · ".join(f"{LABELS[a]} {show(v)}" for a, v in self.fixed.items())
-        return [line for line in (f"held fixed: {held}" if held else "", *notes) if line]
+        def held_value(axis: str, value: Any) -> str:
+            own = " (the model's own)" if axis in self.native else ""
+            return f"{LABELS[axis]} {show(value)}{own}"
+
+        held = [held_value(a, v) for a, v in self.fixed.items()]
+        models = set(self.values("model"))
+        held += [f"{LABELS[a]}: each model's own ("
+                 + ", ".join(f"{m} {show(v)}" for m, v in own.items() if m in models) + ")"
+                 for a, own in self.native.items() if a not in self.fixed]
+        line = " · ".join(held)
+        return [text for text in (f"held fixed: {line}" if line else "", *notes) if text]
 
 
 def show(value: Any) -> str:
@@ -152,7 +165,8 @@ def _pick_within(pl, axis: str, rule: str):
 def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *,
                fixed: Mapping[str, Any] | None = None,
                axes: Dimensions | None = None,
-               prefer: Mapping[str, str] | None = None, rows_per_point: int = 1) -> ChartSlice:
+               prefer: Mapping[str, str] | None = None, rows_per_point: int = 1,
+               grid: Mapping[str, Any] | None = None) -> ChartSlice:
     """The bounded slice of `frame` a chart draws.
 
     `shown` maps each axis the chart displays to the most values it keeps; `metrics` are
@@ -168,6 +182,12 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
     columns it does not sweep are scanned for theirs. Without `axes` every input column
     in `AXES` is held, choosing within each combination of the shown axes (window
     functions over the scanned rows: right for any layout, slower on big grids).
+
+    An axis that changes a model's structure (`STRUCTURE_AXES`: group size, KV heads) is
+    held at each model's own value (from `grid`, the manifest, else the shipped spec),
+    the representative only for a model whose own value the grid lacks. A shown axis
+    keeps the representative among its values, so that what one chart holds another
+    draws.
     """
     import polars as pl
 
@@ -188,12 +208,19 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
         found = lazy.select(pl.col(a).drop_nulls().unique().sort().implode()
                             for a in unknown).collect()
         distinct |= {a: found[a][0].to_list() for a in unknown}
+    rules = {**REPRESENTATIVE, **(prefer or {})}
     kept = _fit({a: distinct[a] for a in shown_axes}, shown, MAX_ROWS // rows_per_point,
                 last=CUT_LAST)
+    kept = {a: _with_representative(v, distinct[a], rules.get(a, "median"))
+            for a, v in kept.items()}
     for axis in shown_axes:
         lazy = lazy.filter(pl.col(axis).is_in(kept[axis]))
-
-    rules = {**REPRESENTATIVE, **(prefer or {})}
+    models = kept.get("model") or distinct.get("model") or []
+    native = {a: _native_values(a, models, distinct[a], rules.get(a, "median"), grid)
+              for a in STRUCTURE_AXES if a in held_axes and "model" in present
+              and not (fixed and a in fixed) and len(distinct[a]) > 1
+              and not set(STRUCTURE_AXES) & set(shown_axes)}  # shown: the others follow
+    native = {a: own for a, own in native.items() if own}
     for dimension in dimensions:
         given = [a for a in dimension if fixed and a in fixed]
         # zipped axes: hold the one with the most values, its partners follow
@@ -202,6 +229,9 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
             rule = rules.get(axis, "median")
             if axis in given:
                 value = _check_fixed(axis, fixed[axis], distinct[axis])
+            elif axis in native:
+                value = pl.col("model").cast(pl.String).replace_strict(native[axis],
+                                                                       default=None)
             elif len(distinct[axis]) < 2:
                 continue
             elif axes is None and shown_axes:
@@ -217,7 +247,70 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
             .unique(subset=shown_axes, keep="first").sort(shown_axes).collect())
     held = {a: data[a][0] for a in chosen if data.height and data[a].n_unique() == 1}
     data = tidy(pl, data.select(shown_axes + wanted))
-    return ChartSlice(data=data, kept=kept, fixed=held)
+    return ChartSlice(data=data, kept=kept, fixed=held, native=native)
+
+
+def _with_representative(kept: list, values: list, rule: str) -> list:
+    """`kept` with the axis's representative in place of the kept value nearest to it
+    (the first and last stay): a chart showing the axis draws what others hold."""
+    representative = _pick(values, rule)
+    if representative in kept or len(kept) < 3 or not all(
+            isinstance(v, int | float) for v in kept):
+        return kept
+    inner = range(1, len(kept) - 1)
+    nearest = min(inner, key=lambda i: abs(math.log(kept[i] / representative))
+                  if kept[i] > 0 and representative > 0 else abs(kept[i] - representative))
+    return sorted({*kept[:nearest], representative, *kept[nearest + 1:]})
+
+
+def spec_entries(grid: Mapping[str, Any] | None, kind: str) -> dict[str, dict]:
+    """The grid's resolved specs of `kind` ("gpus", "models") by name, from its manifest."""
+    spec = (grid or {}).get("spec")
+    specs = spec.get("specs") if isinstance(spec, dict) else None
+    entries = specs.get(kind) if isinstance(specs, dict) else None
+    return entries if isinstance(entries, dict) else {}
+
+
+def model_heads(grid: Mapping[str, Any] | None, model: str) -> tuple[int, int] | None:
+    """(attention heads, KV heads) of `model`: the grid's spec, else the shipped one."""
+    entry = spec_entries(grid, "models").get(model)
+    if isinstance(entry, dict):
+        heads, kv_heads = entry.get("num_attention_heads"), entry.get("num_key_value_heads")
+        if isinstance(heads, int) and isinstance(kv_heads, int) and kv_heads > 0:
+            return heads, kv_heads
+    from rooftui.core.model import load_model
+
+    try:
+        found = load_model(model)
+    except (SpecError, OSError):
+        return None
+    return found.num_attention_heads, found.num_key_value_heads
+
+
+def gpu_memory_bytes(grid: Mapping[str, Any] | None, gpu: str) -> float | None:
+    """`gpu`'s memory in bytes: the grid's spec, else the shipped one."""
+    entry = spec_entries(grid, "gpus").get(gpu)
+    if isinstance(entry, dict) and isinstance(entry.get("memory_gb"), int | float):
+        return float(entry["memory_gb"]) * 1e9
+    from rooftui.core.hardware import load_gpu
+
+    try:
+        return load_gpu(gpu).memory_gb * 1e9
+    except (SpecError, OSError):
+        return None
+
+
+def _native_values(axis: str, models: Sequence[str], values: list, rule: str,
+                   grid: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Each model's own value of a structure axis, or the axis's representative for a
+    model whose own value the grid does not sweep."""
+    own = {}
+    for model in models:
+        heads = model_heads(grid, str(model))
+        value = None if heads is None else (heads[0] // heads[1] if axis == "group_size"
+                                            else heads[1])
+        own[str(model)] = value if value in values else _pick(values, rule)
+    return own
 
 
 def _check_fixed(axis: str, value: Any, values: list) -> Any:

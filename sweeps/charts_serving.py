@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftui.sweeps.chart_marks import (
     HEIGHT,
+    OKABE_ITO,
     WIDTH,
     dropdown_params,
     has_columns,
@@ -40,6 +41,7 @@ SERVING_DROPDOWNS = ("gpu", "model", "workload", "slo_ttft", "slo_tpot")
 
 
 def _serving_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *,
+                   grid: Mapping[str, Any] | None = None,
                    fixed: Mapping[str, Any] | None, axes: Dimensions | None,
                    rows_per_point: int = 1) -> ChartSlice:
     """`take_slice` for simulate and optimize results: without the grid's dimensions (a
@@ -54,7 +56,7 @@ def _serving_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str
         found = frame.lazy().select(pl.col(c).drop_nulls().unique().sort().implode()
                                     for c in present).collect() if present else None
         axes = [{c: found[c][0].to_list()} for c in present]
-    return take_slice(frame, shown, metrics, fixed=fixed, axes=axes,
+    return take_slice(frame, shown, metrics, fixed=fixed, axes=axes, grid=grid,
                       rows_per_point=rows_per_point)
 
 
@@ -77,7 +79,7 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
         frame, {"gpu": 8, "model": 8, "policy": 3, "workload": 12, "output_tokens": 12,
                 "max_batch": 32},
         ["occupancy", "static_occupancy", "harmonic_occupancy", "mean_batch"],
-        fixed=fixed, axes=axes)
+        fixed=fixed, axes=axes, grid=grid)
     present = chart_slice.data.columns
     data = chart_slice.data.filter(pl.col("occupancy").is_not_null()).with_columns(
         distribution=_label(pl, "workload", "output_tokens", present=present))
@@ -94,7 +96,7 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
               title="Max batch (slots)")
     y = alt.Y("occupancy:Q", title="Occupancy (useful slot-steps)",
               axis=alt.Axis(format=".0%"), scale=alt.Scale(domain=[0, 1]))
-    color = alt.Color("distribution:N", title="Lengths", scale=alt.Scale(scheme="tableau10"))
+    color = alt.Color("distribution:N", title="Lengths", scale=alt.Scale(range=OKABE_ITO))
     tooltip = [alt.Tooltip("distribution:N", title="lengths"), alt.Tooltip("policy:N"),
                alt.Tooltip("max_batch:Q", title="max batch", format=","),
                alt.Tooltip("occupancy:Q", title="simulated", format=".1%"),
@@ -111,16 +113,18 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
                                                                    ).encode(
         x=x, y=y, color=color, opacity=highlight(alt, pick), tooltip=tooltip,
         shape=alt.Shape("policy:N", title="Policy")).properties(name="simulated")
-    reference = alt.Chart(harmonic).mark_line(strokeDash=[6, 4], color="#333").encode(
+    # drawn last, thin and black: the exponential law's own line would hide it
+    reference = alt.Chart(harmonic).mark_line(strokeDash=[6, 4], color="#000",
+                                              strokeWidth=1.5).encode(
         x=x, y="harmonic_occupancy:Q",
         tooltip=[alt.Tooltip("max_batch:Q", title="max batch", format=","),
                  alt.Tooltip("harmonic_occupancy:Q", title="1/H_B", format=".1%")]
     ).properties(name="harmonic")
-    return alt.layer(reference, lines, dots).properties(
+    return alt.layer(lines, dots, reference).properties(
         width=WIDTH, height=HEIGHT,
         title=title_params(alt, title, chart_slice,
                      "points: simulated, by policy; lines: E[L] / E[max of B] of the output "
-                     "law (exact, static batching); dashed: 1/H_B, the exponential law's"))
+                     "law (exact, static batching); dashed: 1/H_B, the exponential law's", grid=grid))
 
 
 PERCENTILE_DASHES = {"p50": [1, 0], "p90": [6, 3], "p99": [2, 2]}
@@ -137,9 +141,10 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
     if not has_columns(frame, "rate", "ttft_p50_s", "policy"):
         return note_chart(alt, title, "no simulations at a given rate (a rate axis) here")
     stats = ("p50", "p90", "p99")
-    metrics = [f"{m}_{q}_s" for m in ("ttft", "tpot") for q in stats]
+    metrics = [f"{m}_{q}_s" for m in ("ttft", "tpot") for q in stats] + ["slo_ttft",
+                                                                         "slo_tpot"]
     chart_slice = _serving_slice(frame, {"gpu": 6, "model": 6, "workload": 8, "policy": 3,
-                                     "rate": 32}, metrics, fixed=fixed, axes=axes,
+                                     "rate": 32}, metrics, fixed=fixed, axes=axes, grid=grid,
                              rows_per_point=len(metrics))
     data = chart_slice.data
     keys = [c for c in ("gpu", "model", "workload", "policy", "rate") if c in data.columns]
@@ -150,6 +155,7 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
     if long.is_empty():
         return note_chart(alt, title, "no latency at a positive rate in these results")
     dropdowns = dropdown_params(alt, chart_slice, "gpu", "model", "workload")
+    slos = _slo_rows(pl, chart_slice, keys)
     pick = legend_selection(alt, "policy")
     tooltip = [alt.Tooltip("policy:N"), alt.Tooltip("rate:Q", title="rate (req/s)",
                                                     format=",.3~g"),
@@ -163,19 +169,49 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
             x=alt.X("rate:Q", title="Arrival rate (requests/s)", scale=alt.Scale(type="log")),
             y=alt.Y("seconds:Q", scale=alt.Scale(type="log"), title=f"{metric} (s)",
                     axis=alt.Axis(format="~g")),
-            color=alt.Color("policy:N", title="Policy", scale=alt.Scale(scheme="set1")),
+            color=alt.Color("policy:N", title="Policy", scale=alt.Scale(range=OKABE_ITO)),
             strokeDash=alt.StrokeDash("percentile:N", title="Percentile",
                                       scale=alt.Scale(domain=list(PERCENTILE_DASHES),
                                                       range=list(PERCENTILE_DASHES.values()))),
             opacity=highlight(alt, pick), tooltip=tooltip)
         if params:
             line = line.add_params(*params)
-        return line.properties(name=f"{metric.lower()}_lines", width=WIDTH // 2 + 40,
-                               height=HEIGHT - 40)
+        line = line.properties(name=f"{metric.lower()}_lines")
+        layers = [line]
+        if not slos.is_empty():
+            layers.append(only_chosen(alt, alt.Chart(slos), [
+                d for d in dropdowns if d.name.removesuffix("_choice") in slos.columns]
+            ).transform_filter(alt.datum.metric == metric).mark_rule(
+                color="#D55E00", strokeWidth=2, strokeDash=[8, 3]).encode(
+                y="slo:Q", tooltip=[alt.Tooltip("metric:N"),
+                                    alt.Tooltip("slo:Q", title="SLO (s)", format=",.4~g")]))
+        return alt.layer(*layers).properties(width=WIDTH // 2 + 40, height=HEIGHT - 40)
 
+    slo_note = ("red dashed rule: the SLO" if not slos.is_empty()
+                else "no SLO in these results")
     return alt.hconcat(panel("TTFT", [pick, *dropdowns]), panel("TPOT", [])).properties(
         title=title_params(alt, title, chart_slice,
-                     "solid p50, dashed p90, dotted p99; both axes logarithmic"))
+                           f"solid p50, dashed p90, dotted p99; both axes logarithmic; "
+                           f"{slo_note}", grid=grid))
+
+
+def _slo_rows(pl, chart_slice: ChartSlice, keys: Sequence[str]):
+    """One row per (menu choice, metric) with the SLO the latency must meet: from the
+    rows when the grid sweeps it, else the held value."""
+    data = chart_slice.data
+    menus = [k for k in keys if k in ("gpu", "model", "workload") and k in data.columns]
+    rows = []
+    for metric, column in (("TTFT", "slo_ttft"), ("TPOT", "slo_tpot")):
+        if column in data.columns:
+            rows.append(data.select(*menus, slo=pl.col(column).cast(pl.Float64)).unique()
+                        .with_columns(metric=pl.lit(metric)))
+        elif isinstance(chart_slice.fixed.get(column), int | float):
+            rows.append(pl.DataFrame({"slo": [float(chart_slice.fixed[column])],
+                                      "metric": [metric]}))
+    if not rows:
+        return pl.DataFrame(schema={"metric": pl.String, "slo": pl.Float64})
+    common = sorted(set.intersection(*(set(r.columns) for r in rows)))
+    return pl.concat([r.select(common) for r in rows]).filter(pl.col("slo") > 0)
 
 
 def itl_spike_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
@@ -192,7 +228,7 @@ def itl_spike_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
     held = {key: value for key, value in (fixed or {}).items() if key != "policy"}
     chart_slice = _serving_slice(frame, {"gpu": 6, "model": 6, "policy": 3, "workload": 8,
                                      "input_tokens": 8, "token_budget": 24},
-                             ["itl_max_s", "itl_p50_s", "itl_p99_s"], fixed=held, axes=axes)
+                             ["itl_max_s", "itl_p50_s", "itl_p99_s"], fixed=held, axes=axes, grid=grid)
     present = chart_slice.data.columns
     data = chart_slice.data.with_columns(
         prompts=_label(pl, "workload", "input_tokens", present=present)).filter(
@@ -205,7 +241,7 @@ def itl_spike_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
         pl.col("itl_max_s").max())
     dropdowns = dropdown_params(alt, chart_slice, "gpu", "model")
     pick = legend_selection(alt, "prompts")
-    color = alt.Color("prompts:N", title="Prompt lengths", scale=alt.Scale(scheme="dark2"))
+    color = alt.Color("prompts:N", title="Prompt lengths", scale=alt.Scale(range=OKABE_ITO))
     y = alt.Y("itl_max_s:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~g"),
               title="Longest gap between two tokens (s)")
     tooltip = [alt.Tooltip("prompts:N", title="prompts"),
@@ -230,13 +266,13 @@ def itl_spike_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
         width=WIDTH, height=HEIGHT,
         title=title_params(alt, title, chart_slice,
                      "lines: chunked prefill; dashed rules: whole prompts (continuous "
-                     "batching), the stall chunking removes"))
+                     "batching), the stall chunking removes", grid=grid))
 
 
-def _optimize_slice(frame: Frame, fixed, axes, metrics: Sequence[str]) -> ChartSlice:
+def _optimize_slice(frame: Frame, fixed, axes, metrics: Sequence[str], grid) -> ChartSlice:
     return _serving_slice(frame, {"gpu": 6, "model": 6, "workload": 6, "slo_ttft": 6,
                               "slo_tpot": 6, "max_batch": 24, "token_budget": 24},
-                      ["status", "reason", *metrics], fixed=fixed, axes=axes)
+                      ["status", "reason", *metrics], fixed=fixed, axes=axes, grid=grid)
 
 
 def _search_groups(data) -> list[str]:
@@ -249,19 +285,22 @@ def _with_best(pl, data):
     goodput; ties to the smaller batch and budget); `shade`: the rate's place between the
     search's lowest and highest sustained rates (0 to 1)."""
     groups = _search_groups(data)
-    keys = ["rate", "goodput_tokens_per_s", "max_batch", "token_budget"]
-    order = pl.struct(-pl.col("rate").fill_nan(None), -pl.col("goodput_tokens_per_s"),
-                      *keys[2:]).rank("ordinal")
     sustained = pl.col("status") == "sustained"
+    # one rank over all rows, taken as a column first: ranking inside `.over(groups)`
+    # would restart it in each search, and only the overall best would match
+    ranked = data.with_columns(_order=pl.struct(
+        -pl.col("rate").fill_nan(None), -pl.col("goodput_tokens_per_s"), "max_batch",
+        "token_budget").rank("ordinal"))
+    order = pl.col("_order")
     low, high = pl.col("rate").filter(sustained).min(), pl.col("rate").filter(sustained).max()
 
     def within(expression):
         return expression.over(groups) if groups else expression
 
-    return data.with_columns(
-        best=(sustained & (within(pl.when(sustained).then(order).min()) == order)
-              ).fill_null(False),
-        shade=((pl.col("rate") - within(low)) / (within(high) - within(low))).fill_nan(1.0))
+    return ranked.with_columns(
+        best=(sustained & (within(order.filter(sustained).min()) == order)).fill_null(False),
+        shade=((pl.col("rate") - within(low)) / (within(high) - within(low))).fill_nan(1.0)
+    ).drop("_order")
 
 
 def pareto_frontier_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
@@ -277,7 +316,7 @@ def pareto_frontier_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
                "ttft_p90_s", "tpot_p90_s"]
     if not has_columns(frame, "tokens_per_s_per_gpu", "per_user_tokens_per_s", "max_batch"):
         return note_chart(alt, title, "no optimize results (tokens_per_s_per_gpu) here")
-    chart_slice = _optimize_slice(frame, fixed, axes, metrics)
+    chart_slice = _optimize_slice(frame, fixed, axes, metrics, grid)
     data = chart_slice.data.filter((pl.col("status") == "sustained")
                                    & positive(pl, "per_user_tokens_per_s",
                                                "tokens_per_s_per_gpu"))
@@ -319,7 +358,7 @@ def pareto_frontier_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
         width=WIDTH, height=HEIGHT,
         title=title_params(alt, title, chart_slice,
                      "points: every (max batch, budget) at its sustained rate; red line: the "
-                     "frontier no other point beats on both; diamond: the highest rate"))
+                     "frontier no other point beats on both; diamond: the highest rate", grid=grid))
 
 
 def rate_heatmap_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
@@ -336,7 +375,7 @@ def rate_heatmap_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
     metrics = ["rate", "capacity_rate", "goodput_tokens_per_s", "ttft_p90_s", "tpot_p90_s"]
     if not has_columns(frame, "status", "max_batch", "token_budget"):
         return note_chart(alt, title, "no optimize results (status, max_batch) here")
-    chart_slice = _optimize_slice(frame, fixed, axes, metrics)
+    chart_slice = _optimize_slice(frame, fixed, axes, metrics, grid)
     data = chart_slice.data
     if data.is_empty():
         return note_chart(alt, title, "no candidate in these results")
@@ -382,7 +421,7 @@ def rate_heatmap_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
         width=WIDTH, height=HEIGHT,
         title=title_params(alt, title, chart_slice,
                      "requests/s at which the objective still holds; red frame: the highest",
-                     *([f"grey, rejected: {legend}"] if legend else [])))
+                     *([f"grey, rejected: {legend}"] if legend else []), grid=grid))
 
 
 def ttft_vs_cache_capacity_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
@@ -400,7 +439,7 @@ def ttft_vs_cache_capacity_chart(frame: Frame, *, fixed: Mapping[str, Any] | Non
     chart_slice = _serving_slice(
         frame, {"gpu": 6, "model": 6, "workload": 8, "policy": 3, "cpu_tier_gb": 4,
                 "ssd_tier_gb": 4, "cache_capacity_gb": 32},
-        ["ttft_p90_s", "ttft_p50_s", "tpot_p90_s", "prefix_hit_rate"], fixed=fixed, axes=axes)
+        ["ttft_p90_s", "ttft_p50_s", "tpot_p90_s", "prefix_hit_rate"], fixed=fixed, axes=axes, grid=grid)
     data = chart_slice.data
     present = data.columns
     below = [pl.when(pl.col(column) > 0).then(pl.format(f"{name} {{}} GB",
@@ -428,7 +467,7 @@ def ttft_vs_cache_capacity_chart(frame: Frame, *, fixed: Mapping[str, Any] | Non
                 scale=alt.Scale(type="symlog")),
         y=alt.Y("ttft_p90_s:Q", title="TTFT p90 (s)", scale=alt.Scale(type="log"),
                 axis=alt.Axis(format="~g")),
-        color=alt.Color("policy:N", title="Policy", scale=alt.Scale(scheme="set1")),
+        color=alt.Color("policy:N", title="Policy", scale=alt.Scale(range=OKABE_ITO)),
         strokeDash=alt.StrokeDash("tiers:N", title="Tiers below HBM"),
         detail="tiers:N", opacity=highlight(alt, pick), tooltip=tooltip,
     ).add_params(pick, *dropdowns).properties(name="ttft_lines")

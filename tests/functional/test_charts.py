@@ -142,8 +142,11 @@ def expected_marks(points: pl.DataFrame) -> dict[str, dict[str, int]]:
     limits = first.group_by("context").agg(pl.col("max_batch").first()).filter(
         (pl.col("max_batch") >= 1) & (pl.col("max_batch") < points["batch"].max())).height
     over_memory = first.filter(~pl.col("fits")).height
+    model_rows = held(points, model=FIRST_MODEL, context=8192)  # every GPU: the menu opens on all
     return {
-        "roofline": {"roofs": gpus, "ridges": gpus, "parts": gpus * batches * 3},
+        "roofline": {"roofs": gpus, "ridges": gpus,
+                     "parts": 3 * model_rows.filter(pl.col("fits")).height,
+                     "parts_over_memory": 3 * model_rows.filter(~pl.col("fits")).height},
         # two panels (Altair renames layers inside a concat: counted by kind)
         "throughput_vs_batch": {"line mark": 2 * contexts, "rule mark": 2 * limits,
                                 "point": 2 * contexts * batches},
@@ -154,7 +157,7 @@ def expected_marks(points: pl.DataFrame) -> dict[str, dict[str, int]]:
     }
 
 
-DROPDOWNS = {"roofline": ("model",), "throughput_vs_batch": ("gpu", "model"),
+DROPDOWNS = {"roofline": ("gpu", "model"), "throughput_vs_batch": ("gpu", "model"),
              "intensity_ceiling": ("model",), "attention_share": ("gpu", "model"),
              "gpu_comparison": ("model",)}
 
@@ -169,7 +172,7 @@ def test_chart_renders_offline_in_chromium(result_dir, points, tmp_path, name):
     for mark, count in expected_marks(points)[name].items():
         got = page.count(mark) if mark in page.marks else page.kinds()[mark]
         assert got == count, (mark, page.kinds(), sorted(page.marks))
-    options = {"gpu": GPUS, "model": MODELS}
+    options = {"gpu": ["all", *GPUS] if name == "roofline" else GPUS, "model": MODELS}
     assert page.selects == {f"{axis}_choice": options[axis] for axis in DROPDOWNS[name]}
 
 
@@ -199,8 +202,8 @@ def test_slice_holds_other_axes_at_their_representative(result_dir):
                            "context": 8192}
     assert piece.data.columns == ["batch", "gpu", "tokens_per_s"]
     assert piece.data.height == 5 * 2
-    assert "held fixed: model llama-3-8b · KV bf16 · group size 4 · context 8,192" in (
-        piece.subtitle())
+    assert ("held fixed: model llama-3-8b · KV bf16 · group size 4 (the model's own) · "
+            "context 8,192") in piece.subtitle()
     guessed = charts.take_slice(scan_results(result_dir), {"batch": 24, "gpu": 16},
                                 ["tokens_per_s"])
     assert guessed.fixed == {**piece.fixed, "kv_heads": 8}

@@ -176,7 +176,7 @@ def test_grids_render_their_kinds_charts(tmp_path):
     out = tmp_path / "out"
     run(write(tmp_path, RATES), out)
     assert sorted(p.name for p in (out / "charts").iterdir()) == [
-        "itl_spike.html", "latency_vs_rate.html", "occupancy_vs_batch.html"]
+        "index.html", "itl_spike.html", "latency_vs_rate.html", "occupancy_vs_batch.html"]
     frame, axes = scan_results(out), charts.declared_axes(read_manifest(out))
     latency = charts.latency_vs_rate_chart(frame, axes=axes).to_dict()
     assert latency["hconcat"] and "no simulations" not in json.dumps(latency)
@@ -190,7 +190,7 @@ def test_optimize_grid_charts_and_dask(tmp_path):
     summary = run(write(tmp_path, OPTIMIZE), out, "--executor", "dask", "--workers", 1)
     assert summary["complete"]
     assert sorted(p.name for p in (out / "charts").iterdir()) == [
-        "pareto_frontier.html", "rate_heatmap.html"]
+        "index.html", "pareto_frontier.html", "rate_heatmap.html"]
     frame, axes = scan_results(out), charts.declared_axes(read_manifest(out))
     for name in ("pareto_frontier", "rate_heatmap"):
         spec = json.dumps(charts.CHARTS[name](frame, axes=axes).to_dict())
