@@ -62,6 +62,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from rooftui.core.step_parts import Linear, scaled
+
 
 @functools.lru_cache(maxsize=256)
 def _max_of_normals(count: int) -> float:
@@ -156,9 +158,8 @@ class Layout:
             return None
         return Layout(inputs)
 
-    def distribute(self, parts: dict, inputs, shape, linear, scaled) -> dict:
-        """The parts per GPU of one stage under this layout (`linear` and `scaled` are
-        core/step.py's _Linear and _scaled)."""
+    def distribute(self, parts: dict, inputs, shape) -> dict:
+        """The parts per GPU of one stage under this layout."""
         model = inputs.model
         parts = dict(parts)
         tp = shape.tp if shape.split else 1.0
@@ -167,7 +168,7 @@ class Layout:
 
         def per_token_link(bytes_per_token):
             """A link part of `bytes_per_token` for each token of the step."""
-            return linear(bytes_fixed=None if decode_only else bytes_per_token * inputs.prefill,
+            return Linear(bytes_fixed=None if decode_only else bytes_per_token * inputs.prefill,
                           bytes_per_sequence=bytes_per_token * shape.queries)
 
         if shape.routed and np.any(expert_parallel):

@@ -85,7 +85,6 @@ joules.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any
 
 import numpy as np
 
@@ -93,6 +92,7 @@ from rooftui.core.assumptions import Assumptions
 from rooftui.core.efficiency import fixed_step_time, part_efficiencies
 from rooftui.core.model import ModelArrays
 from rooftui.core.parallel import Layout
+from rooftui.core.step_parts import Linear, is_scalar, plus, scaled
 
 PARTS = ("gemm", "attention", "activations", "communication", "all_to_all",
          "pipeline_transfer", "draft_gemm", "draft_attention", "draft_activations",
@@ -141,112 +141,10 @@ class StepInputs:
     stage_link_latency: np.ndarray | float = 0.0
 
 
-def _is_scalar(value, number: float) -> bool:
-    """True when `value` is the plain number `number` for the whole grid (a feature
-    switched off, no prefill), so the arithmetic it would cancel can be skipped."""
-    return np.ndim(value) == 0 and float(value) == number
-
-
-def _plus(*terms):
-    """Sum of the terms that are not None (None when all are)."""
-    present = [term for term in terms if term is not None]
-    return sum(present[1:], start=present[0]) if present else None
-
-
-def _times_batch(per_sequence, batch):
-    return None if per_sequence is None else per_sequence * batch
-
-
-@dataclass(frozen=True)
-class _Linear:
-    """A part's FLOPs and bytes (per GPU) at B decode sequences: fixed + per_sequence * B
-    (None: no such term), plus `weights` bytes read once if the step has any token and
-    the routed experts' bytes, `experts` * (1 - miss^T), for the T = queries * B + prefill
-    tokens routed (miss = 1 - k/E, kept as its logarithm: exp(T ln miss) is several times
-    cheaper than a power over a whole grid), and `flops_sqrt` * sqrt(T) + `flops_skew`
-    FLOPs once T > 0 (the busiest expert-parallel GPU's excess, core/parallel.py)."""
-
-    flops_fixed: Any = None
-    flops_per_sequence: Any = None
-    bytes_fixed: Any = None
-    bytes_per_sequence: Any = None
-    weights: Any = None
-    experts: Any = None
-    log_miss: Any = 0.0
-    queries: Any = 1.0
-    prefill: Any = 0.0
-    flops_sqrt: Any = None
-    flops_skew: Any = None
-
-    def tokens(self, batch):
-        routed = batch if _is_scalar(self.queries, 1) else self.queries * batch
-        return routed if _is_scalar(self.prefill, 0) else routed + self.prefill
-
-    def missed(self, tokens):
-        """miss^tokens: the chance that `tokens` tokens all miss a given routed expert."""
-        return np.exp(tokens * self.log_miss)
-
-    def at(self, batch, rates: bool = False):
-        """FLOPs and bytes at `batch`; with `rates`, also their derivatives in B (B >= 1)."""
-        flops = _plus(self.flops_fixed, _times_batch(self.flops_per_sequence, batch))
-        nbytes = _plus(self.bytes_fixed, _times_batch(self.bytes_per_sequence, batch))
-        expert_growth = sqrt_growth = 0.0
-        if self.flops_sqrt is not None:
-            root = np.sqrt(self.tokens(batch))
-            flops = flops + self.flops_sqrt * root + self.flops_skew * (root > 0)
-            if rates:  # d/dB of sqrt(q B + prefill)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    sqrt_growth = np.where(root > 0, 0.5 * self.flops_sqrt * self.queries
-                                           / root, 0.0)
-        if self.weights is not None:
-            tokens = self.tokens(batch)
-            nbytes = _plus(nbytes, self.weights * (tokens > 0))
-            if self.experts is not None:
-                missed = self.missed(tokens)
-                nbytes = nbytes + self.experts * (1.0 - missed)
-                if rates:  # d/dB of 1 - miss^(q B + prefill)
-                    expert_growth = -self.experts * self.log_miss * self.queries * missed
-        if not rates:  # flops None: a part without FLOPs (activations, links)
-            return flops, nbytes
-        flops_rate = sqrt_growth + (0.0 if self.flops_per_sequence is None
-                                    else self.flops_per_sequence)
-        bytes_rate = 0.0 if self.bytes_per_sequence is None else self.bytes_per_sequence
-        return flops, nbytes, flops_rate, bytes_rate + expert_growth
-
-    def times(self, factor) -> _Linear:
-        """k of these (a draft's k steps)."""
-        def scaled(value):
-            return None if value is None else factor * value
-        return replace(self, flops_fixed=scaled(self.flops_fixed),
-                       flops_per_sequence=scaled(self.flops_per_sequence),
-                       bytes_fixed=scaled(self.bytes_fixed),
-                       bytes_per_sequence=scaled(self.bytes_per_sequence),
-                       weights=scaled(self.weights), experts=scaled(self.experts),
-                       flops_sqrt=scaled(self.flops_sqrt), flops_skew=scaled(self.flops_skew))
-
-
 def _window_integral(x: np.ndarray, window: np.ndarray) -> np.ndarray:
     """Integral of min(window, t) dt from 0 to x: keys attended by a causal run of queries."""
     capped = np.minimum(x, window)
     return capped * x - 0.5 * capped * capped
-
-
-def _scaled(part: _Linear, extra: _Linear | None, compute, memory) -> _Linear:
-    """`part` plus `extra` work, its FLOPs divided by `compute` and its bytes by `memory`."""
-    def divided(value, by):
-        return None if value is None else value / by
-
-    extra = extra or _Linear()
-    return replace(
-        part,
-        flops_fixed=divided(_plus(part.flops_fixed, extra.flops_fixed), compute),
-        flops_per_sequence=divided(_plus(part.flops_per_sequence, extra.flops_per_sequence),
-                                   compute),
-        bytes_fixed=divided(_plus(part.bytes_fixed, extra.bytes_fixed), memory),
-        bytes_per_sequence=divided(_plus(part.bytes_per_sequence, extra.bytes_per_sequence),
-                                   memory),
-        weights=divided(part.weights, memory), experts=divided(part.experts, memory),
-        flops_sqrt=divided(part.flops_sqrt, compute), flops_skew=divided(part.flops_skew, compute))
 
 
 class _Shape:
@@ -260,7 +158,7 @@ class _Shape:
         context = inputs.context
         # cached elements per token per layer: K and V of each KV head, or MLA's latent
         kv_elements = model.kv_elements_per_kv_head * inputs.kv_heads
-        if not _is_scalar(model.kv_latent, 0):
+        if not is_scalar(model.kv_latent, 0):
             kv_elements = kv_elements + model.kv_latent
         self.attention_params = (model.attention_fixed_params
                                  + model.kv_proj_params_per_kv_head * inputs.kv_heads)
@@ -276,10 +174,10 @@ class _Shape:
                             + model.windowed_layers * np.minimum(context, model.window))
         # layer-keys the prompt of the prefill chunk holds once it is done
         prompt_end = inputs.prefill_context + inputs.prefill
-        self.prompt_keys = (None if _is_scalar(prompt_end, 0) else
+        self.prompt_keys = (None if is_scalar(prompt_end, 0) else
                             full_layers * prompt_end
                             + model.windowed_layers * np.minimum(prompt_end, model.window))
-        self.speculating = not _is_scalar(inputs.spec_tokens, 0)
+        self.speculating = not is_scalar(inputs.spec_tokens, 0)
         if self.speculating:
             k = np.asarray(inputs.spec_tokens, dtype=np.float64)
             a = np.asarray(inputs.acceptance, dtype=np.float64)
@@ -296,11 +194,11 @@ class _Shape:
         else:
             self.queries = self.tokens_per_step = 1.0
             decode_keys = decode_pairs = self.cached_keys
-        self.split = not _is_scalar(inputs.tp, 1)
+        self.split = not is_scalar(inputs.tp, 1)
         if self.split:
             self.tp = np.asarray(inputs.tp, dtype=np.float64)
             # KV heads that can be split: the model's (MLA: one latent for all heads)
-            kv_units = (inputs.kv_heads if _is_scalar(model.kv_latent, 0)
+            kv_units = (inputs.kv_heads if is_scalar(model.kv_latent, 0)
                         else np.where(model.kv_latent > 0, 1.0, inputs.kv_heads))
             self.kv_share = np.maximum(1.0 / self.tp, 1.0 / kv_units)
         self.parts = self._parts(inputs, assumptions, full_layers=full_layers,
@@ -308,7 +206,7 @@ class _Shape:
                                  decode_keys=decode_keys, decode_pairs=decode_pairs)
         self.layout = Layout.of(inputs)
         if self.layout is not None:
-            self.parts = self.layout.distribute(self.parts, inputs, self, _Linear, _scaled)
+            self.parts = self.layout.distribute(self.parts, inputs, self)
         efficiency = assumptions.efficiency
         self.calibrated = not efficiency.is_ideal
         if self.calibrated:
@@ -349,7 +247,7 @@ class _Shape:
         """A quantity of KV cache, as one GPU holds it."""
         return value * self.kv_share if self.split and value is not None else value
 
-    def _timed_parts(self, inputs: StepInputs, efficiency) -> dict[str, _Linear]:
+    def _timed_parts(self, inputs: StepInputs, efficiency) -> dict[str, Linear]:
         """The parts as their times see them under `efficiency` (see core.efficiency):
         FLOPs divided by the part's compute fraction and bytes by its bandwidth fraction,
         after adding the work only time pays (GEMMs: the FLOPs of gemm_m_half more tokens;
@@ -358,16 +256,16 @@ class _Shape:
         per collective as bytes at the link rate. The reported FLOPs and bytes stay the
         real ones. Keeps the padding and fractions per part for `part_timing`."""
         model = inputs.model
-        decode_only = _is_scalar(inputs.prefill, 0)
+        decode_only = is_scalar(inputs.prefill, 0)
         key_flops = self.per_gpu(model.attention_flops_per_key * model.layers
                                  * efficiency.attention_mfu_half)
         key_bytes = self.kv_per_gpu(self.kv_bytes_per_token * efficiency.attention_mbu_half)
         if self.layout is not None and self.layout.pipelined:  # one stage's layers
             key_flops, key_bytes = key_flops / self.layout.pp, key_bytes / self.layout.pp
         padding = {
-            "gemm": _Linear(flops_fixed=efficiency.gemm_m_half
+            "gemm": Linear(flops_fixed=efficiency.gemm_m_half
                             * self.parts["gemm"].flops_per_sequence / self.queries),
-            "attention": _Linear(
+            "attention": Linear(
                 flops_fixed=None if decode_only else key_flops * inputs.prefill,
                 flops_per_sequence=self.per_query(key_flops),
                 bytes_fixed=None if decode_only else key_bytes * (inputs.prefill > 0),
@@ -377,7 +275,7 @@ class _Shape:
             # as bytes at the link rate, which the efficiency then divides back out
             # (none where a grid's replica is one GPU, whose link rate is then infinite)
             collectives = 2.0 * model.layers + (model.lm_head_params > 0)
-            padding["communication"] = _Linear(bytes_fixed=np.where(
+            padding["communication"] = Linear(bytes_fixed=np.where(
                 self.tp > 1, collectives * efficiency.allreduce_overhead_s
                 * inputs.interconnect * efficiency.interconnect_efficiency, 0.0))
         self.padding, self.fractions, timed = padding, {}, {}
@@ -385,13 +283,13 @@ class _Shape:
             compute, memory = ((1.0, efficiency.interconnect_efficiency) if name in LINK_PARTS
                                else part_efficiencies(name, efficiency))
             self.fractions[name] = (compute, memory)
-            timed[name] = _scaled(part, padding.get(name), compute, memory)
+            timed[name] = scaled(part, padding.get(name), compute, memory)
         return timed
 
     def _parts(self, inputs: StepInputs, assumptions: Assumptions, *, full_layers,
-               kv_elements, prompt_end, decode_keys, decode_pairs) -> dict[str, _Linear]:
+               kv_elements, prompt_end, decode_keys, decode_pairs) -> dict[str, Linear]:
         model = inputs.model
-        decode_only = _is_scalar(inputs.prefill, 0)
+        decode_only = is_scalar(inputs.prefill, 0)
         prefill, cached = inputs.prefill, inputs.prefill_context
         has_prefill = prefill > 0
 
@@ -405,7 +303,7 @@ class _Shape:
         dense_weight_params = (all_attention + model.ffn_always_read_params
                                + model.lm_head_params)
         two_flops = self.per_gpu(2.0)  # per weight and token, on one GPU
-        gemm = _Linear(
+        gemm = Linear(
             flops_fixed=fixed(two_flops * (layers_gemm_params * prefill
                                            + model.lm_head_params * has_prefill)),
             flops_per_sequence=self.per_query(
@@ -435,9 +333,9 @@ class _Shape:
         self.kv_read_per_sequence = self.kv_per_gpu(attention_bytes)
         if assumptions.kv_write:  # the new K and V of every token
             attention_bytes = attention_bytes + self.per_query(self.kv_bytes_per_token)
-            attention_fixed_bytes = _plus(attention_fixed_bytes,
+            attention_fixed_bytes = plus(attention_fixed_bytes,
                                           fixed(self.kv_bytes_per_token * prefill))
-        parts = {"gemm": gemm, "attention": _Linear(
+        parts = {"gemm": gemm, "attention": Linear(
             flops_fixed=self.per_gpu(attention_fixed_flops),
             flops_per_sequence=self.per_gpu(model.attention_flops_per_key * decode_pairs),
             bytes_fixed=self.kv_per_gpu(attention_fixed_bytes),
@@ -450,7 +348,7 @@ class _Shape:
                      + model.ffn_active_params / (model.layers * model.hidden))
             per_token = model.layers * (4.0 * model.hidden + self.per_gpu(split))
             per_row = model.hidden + self.per_gpu(model.lm_head_params / model.hidden)
-            parts["activations"] = _Linear(
+            parts["activations"] = Linear(
                 bytes_fixed=fixed(inputs.activation_bytes * (per_token * prefill
                                                              + per_row * has_prefill)),
                 bytes_per_sequence=self.per_query(inputs.activation_bytes * (per_token + per_row)))
@@ -460,7 +358,7 @@ class _Shape:
             ring = inputs.activation_bytes * (self.tp - 1.0) / self.tp
             per_token = ring * 4.0 * model.layers * model.hidden
             per_row = ring * model.lm_head_params / model.hidden
-            parts["communication"] = _Linear(
+            parts["communication"] = Linear(
                 bytes_fixed=fixed(per_token * prefill + per_row * has_prefill),
                 bytes_per_sequence=self.per_query(per_token + per_row))
         return parts
@@ -503,7 +401,7 @@ def _times(costs, compute_rate, memory_rate, links, compute_bound=None):
 def _step_time(costs, part_times, assumptions, compute_rate, memory_rate):
     if assumptions.overlap == "parts":
         return sum(part_times.values())
-    flops = _plus(*(f for f, _ in costs.values()))
+    flops = plus(*(f for f, _ in costs.values()))
     nbytes = sum(b for name, (_, b) in costs.items() if name not in LINK_PARTS)
     step = np.maximum(flops / compute_rate, nbytes / memory_rate)
     for name in LINK_PARTS:
@@ -543,7 +441,7 @@ def part_timing(inputs: StepInputs, assumptions: Assumptions
 
     timing = {}
     for name, (compute, memory) in shape.fractions.items():
-        padding = shape.padding.get(name, _Linear())
+        padding = shape.padding.get(name, Linear())
         timing[name] = PartTiming(
             compute=float(compute), memory=float(memory),
             flops_per_step=number(padding.flops_fixed),
@@ -582,7 +480,7 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
         part_times = {name: np.where(busy, time, 0.0) for name, time in part_times.items()}
         step_time = np.where(busy, step_time, 0.0)
 
-    flops = _plus(*(f for f, _ in costs.values()))
+    flops = plus(*(f for f, _ in costs.values()))
     nbytes = sum(b for name, (_, b) in costs.items() if name not in LINK_PARTS)
     sum_of_parts = step_time if assumptions.overlap == "parts" else sum(part_times.values())
     if shape.calibrated:
@@ -727,7 +625,7 @@ def _branches(shape: _Shape, compute_rate, memory_rate, links):
     return out
 
 
-def _sqrt_tangent(part: _Linear):
+def _sqrt_tangent(part: Linear):
     """(intercept, slope) in B of the tangent to sqrt(q B + prefill) at B = 1: a line at
     or above it for every B (the root is concave)."""
     at_one = np.sqrt(part.tokens(1.0))
@@ -803,11 +701,11 @@ def _max_batch_for_budget(shape, assumptions, compute_rate, memory_rate, links, 
     return low.reshape(full)
 
 
-_LINEAR_FIELDS = tuple(f.name for f in fields(_Linear))
+_LINEAR_FIELDS = tuple(f.name for f in fields(Linear))
 
 
 def _restricted_parts(parts, index, shape):
-    return {name: _Linear(**dict(zip(_LINEAR_FIELDS, _restricted(
+    return {name: Linear(**dict(zip(_LINEAR_FIELDS, _restricted(
         index, shape, *(getattr(part, f) for f in _LINEAR_FIELDS)), strict=True)))
         for name, part in parts.items()}
 
@@ -877,7 +775,7 @@ def _time_and_rate(parts, rates, assumptions, batch):
         return sum(times.values()), sum(slopes.values())
     hbm = [value for name, value in values.items() if name not in LINK_PARTS]
     compute_time, memory_time, compute_slope, memory_slope = (
-        _plus(*(value[j] for value in hbm)) / rate
+        plus(*(value[j] for value in hbm)) / rate
         for j, rate in enumerate((compute_rate, memory_rate, compute_rate, memory_rate)))
     time = np.maximum(compute_time, memory_time)
     rate = np.where(compute_time >= memory_time, compute_slope, memory_slope)
