@@ -151,7 +151,8 @@ BOUNDS: dict[str, Bound] = {
     "micro_batches": Bound(1, 4096, integer=True, unit="micro-batches"),
     "gpus_per_domain": Bound(1, 10**6, integer=True, unit="GPUs"),
     "link_latency_us": Bound(0, 10**6, unit="us"),
-    "gpus": Bound(1, 10**6, integer=True, unit="GPUs"),
+    # a deployment `sweep disagg` and `sweep size` search: pools of replicas up to it
+    "max_gpus": Bound(1, 256, integer=True, unit="GPUs"),
 }
 
 

@@ -38,7 +38,7 @@ def serving_options(command: Callable) -> Callable:
         click.option("--kv-dtype", type=DTYPE, default="bf16", show_default=True),
         click.option("--compute-dtype", type=DTYPE, help="[default: follows the weights]"),
         click.option("--profile", default="ideal", show_default=True, metavar="NAME|PATH"),
-        click.option("--max-gpus", type=Number("gpus"), default=64, show_default=True,
+        click.option("--max-gpus", type=Number("max_gpus"), default=64, show_default=True,
                      metavar="N", help="GPUs a deployment may use."),
         click.option("--price-per-gpu-hour", type=Number("price_per_gpu_hour"),
                      metavar="PRICE", help="For $/h and $ per million output tokens."),

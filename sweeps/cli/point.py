@@ -82,7 +82,9 @@ def null_reasons(config) -> dict[str, str]:
                "max_batch": "unbounded: a decode sequence at this context holds no KV",
                "max_batch_for_tpot": "unbounded: every batch fits the TPOT budget",
                "energy_j_per_token": "the GPU spec gives no tdp_w",
-               "cost_per_million_tokens": "no --price-per-gpu-hour given"}
+               "cost_per_million_tokens": "no --price-per-gpu-hour given",
+               "parallelism.system": "no --system: collectives use the GPU's interconnect",
+               "parallelism.gpus_per_domain": "no --system: no NVLink domain is modelled"}
     if not config.batch and not config.prefill:
         reasons.update(dict.fromkeys(PER_TOKEN, "no tokens in the step"))
     return reasons

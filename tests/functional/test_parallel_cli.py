@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import sweep_json, sweep_process
+from tests.functional.test_bad_input import FUZZ, NUMBER_TEXT, cheap, run
 
 PARALLELISM_KEYS = {"tp", "pp", "ep", "dp", "micro_batches", "gpus", "system",
                     "gpus_per_domain", "bubble"}
@@ -97,3 +100,26 @@ def test_disagg_table_runs():
                            "--max-gpus", 72)
     assert result.returncode == 0, result.stderr
     assert "KV transfer" in result.stdout and "aggregated" in result.stdout
+
+
+# --- generated bad values: exit 0 or 2, one line, strict finite JSON (test_bad_input's run)
+
+LAYOUT_OPTIONS = ["--pp", "--ep", "--dp", "--micro-batches", "--tp", "--batch"]
+SERVING_OPTIONS = ["--slo-ttft", "--slo-tpot", "--max-gpus", "--input-tokens",
+                   "--output-tokens", "--price-per-gpu-hour"]
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(LAYOUT_OPTIONS), NUMBER_TEXT), min_size=1,
+                max_size=3))
+def test_point_layout_options_fuzzed(options):
+    assume(all(cheap(option, text) for option, text in options))
+    run("point", "--model", "deepseek-v3", "--system", "gb200-nvl72",
+        *[word for pair in options for word in pair], "--json")
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.sampled_from(["disagg", "size"]), st.sampled_from(SERVING_OPTIONS), NUMBER_TEXT)
+def test_disagg_and_size_options_fuzzed(command, option, text):
+    rate = ["--rate", "5"] if command == "size" else []
+    run(command, "--model", "llama-3-8b", "--max-gpus", "16", *rate, option, text, "--json")
