@@ -120,7 +120,7 @@ def byte_text(pl, value):
     """Bytes as short text: '1.1 TB', '141 GB', '8.5 GB'."""
     gigabytes = value / 1e9
     return (pl.when(value >= 1e12).then(pl.format("{} TB", (value / 1e12).round_sig_figs(2)))
-            .when(gigabytes >= 100).then(pl.format("{} GB", gigabytes.round(0).cast(pl.Int64)))
+            .when(gigabytes >= 10).then(pl.format("{} GB", gigabytes.round(0).cast(pl.Int64)))
             .otherwise(pl.format("{} GB", gigabytes.round_sig_figs(2))))
 
 

@@ -73,6 +73,8 @@ class RenderedPage:
     marks: dict[str, list[str]] = field(default_factory=dict)
     selects: dict[str, list[str]] = field(default_factory=dict)  # bound dropdowns
     log_errors: list[str] = field(default_factory=list)  # page errors Chromium logged
+    # Vega mark name -> each item's aria-label (Vega-Lite writes the tooltip's fields there)
+    labels: dict[str, list[str]] = field(default_factory=dict)
 
     def count(self, mark_name: str) -> int:
         return len(self.marks.get(mark_name, []))
@@ -89,6 +91,7 @@ class _SvgMarks(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.stack: list[str | None] = []
         self.marks: dict[str, list[str]] = defaultdict(list)
+        self.labels: dict[str, list[str]] = defaultdict(list)
         self.selects: dict[str, list[str]] = {}
         self.select: str | None = None
 
@@ -108,6 +111,7 @@ class _SvgMarks(HTMLParser):
         owner = next((n for n in reversed(self.stack) if n), None)
         if role and owner and not role.endswith("container"):
             self.marks[owner].append(role)
+            self.labels[owner].append(attributes.get("aria-label") or "")
 
     def handle_endtag(self, tag):
         if tag == "g" and self.stack:
@@ -126,15 +130,21 @@ class _RootAttributes(HTMLParser):
             self.attributes = {k: v or "" for k, v in attrs}
 
 
-def render_in_browser(html: Path, work: Path, *, budget_ms: int = 15000) -> RenderedPage:
+def render_in_browser(html: Path, work: Path, *, budget_ms: int = 15000,
+                      script: str = "") -> RenderedPage:
     """Load `html` (a copy with the trap) in headless Chromium, offline: what it drew,
-    logged and asked for."""
+    logged and asked for. `script` runs at the end of the body (to work the page's
+    controls before the DOM is read)."""
     work.mkdir(parents=True, exist_ok=True)
     text = html.read_text(encoding="utf-8")
     head = text.find("<head>")
     assert head >= 0, f"{html} has no <head>"
     page = work / html.name
-    page.write_text(text[: head + 6] + TRAP + text[head + 6:], encoding="utf-8")
+    text = text[: head + 6] + TRAP + text[head + 6:]
+    if script:
+        end = text.rfind("</body>")
+        text = text[:end] + f"<script>{script}</script>" + text[end:]
+    page.write_text(text, encoding="utf-8")
     command = [
         chromium(), "--headless", "--no-sandbox", "--disable-gpu",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -159,4 +169,5 @@ def render_in_browser(html: Path, work: Path, *, budget_ms: int = 15000) -> Rend
         errors=json.loads(root.attributes.get("data-errors") or "[]"),
         warnings=json.loads(root.attributes.get("data-warnings") or "[]"),
         requests=json.loads(root.attributes.get("data-requests") or "[]"),
-        marks=dict(svg.marks), selects=svg.selects, log_errors=log_errors)
+        marks=dict(svg.marks), selects=svg.selects, log_errors=log_errors,
+        labels=dict(svg.labels))
