@@ -113,9 +113,9 @@ def write_chart_files(chart: alt.TopLevelMixin, paths: Sequence[Path]) -> None:
                 chart.save(temporary, format="html", template=page_template(),
                            embed_options=EMBED_OPTIONS)
                 continue
-            if spec is None:
+            if spec is None:  # validated as the HTML was written
                 with alt.data_transformers.disable_max_rows():
-                    spec = chart.to_dict()
+                    spec = chart.to_dict(validate=False)
             _convert(spec, extension, temporary)
 
 
