@@ -137,10 +137,16 @@ class RooftuiApp(App):
         self.push_screen("results")
 
     def open_optimize(self) -> None:
-        """The Optimize view, for the Explorer's GPU, model and profile."""
-        from rooftui.tui.screens.optimize import OptimizeScreen
+        """The Optimize view, for the Explorer's GPU, model and profile: one for the
+        app's life, so its fields, its results and a search in flight stay when left."""
+        if not self.is_screen_installed("optimize"):
+            from rooftui.tui.screens.optimize import OptimizeScreen
 
-        self.push_screen(OptimizeScreen(self.explorer.settings, hires=self._hires))
+            self.install_screen(OptimizeScreen(self.explorer.settings, hires=self._hires),
+                                "optimize")
+        self.get_screen("optimize").follow(self.explorer.settings)
+        if self.screen is not self.get_screen("optimize"):
+            self.push_screen("optimize")
 
     def open_in_explorer(self, settings: ExplorerSettings) -> None:
         """Back from the Results view to the Explorer, showing `settings`."""

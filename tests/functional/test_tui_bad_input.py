@@ -23,7 +23,7 @@ from rooftui.core.limits import BOUNDS
 from rooftui.core.spec_files import shipped_dir
 from rooftui.tui import app as app_module
 from rooftui.tui.app import RooftuiApp
-from rooftui.tui.screens.optimize import FIELDS, OptimizeScreen
+from rooftui.tui.screens.optimize import FIELDS, READY, OptimizeScreen
 from rooftui.tui.screens.results import ResultsScreen
 from rooftui.tui.widgets.controls import CONTROLS
 
@@ -173,7 +173,7 @@ async def test_bad_values_in_every_optimize_field_are_refused_in_place(values):
             field.value = default
             await settle(pilot)
             assert not field.has_class("-invalid")
-        assert shown_text(status).strip() == "r: run the search"
+        assert shown_text(status).strip() == READY
 
 
 @pytest.mark.parametrize(("name", "text", "expected"), [
@@ -226,7 +226,7 @@ async def test_an_exception_in_the_optimize_search_is_a_line_in_place(monkeypatc
     def broken(*args, **kwargs):
         raise MemoryError("the simulation grew too large")
 
-    monkeypatch.setattr(optimize, "optimize", broken)
+    monkeypatch.setattr(optimize, "search", broken)
     async with RooftuiApp().run_test(size=(140, 40)) as pilot:
         screen = await open_optimize(pilot)
         await pilot.press("r")

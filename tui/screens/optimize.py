@@ -9,9 +9,12 @@ plot), and `o` opens the best configuration's full mixed step (its max batch dec
 the workload's mean context, plus the prefill its budget leaves) in the Explorer. The GPU,
 model, dtypes, profile and tensor parallelism are the Explorer's when the view opens.
 
-The search is `rooftui.sweeps.optimize.optimize`, the same as the CLI's, so the numbers
-are `sweep optimize`'s; a new run (or `c`) abandons the one in flight (it stops at the
-next candidate) and a stale candidate is never drawn (each carries its run's number).
+The search is `sweep optimize`'s candidate by candidate (`rooftui.tui.optimize_search`),
+so the numbers are the CLI's; the status line follows each candidate's simulations; a new
+run (or `c`) abandons the one in flight (it stops before its next simulation) and a stale
+candidate is never drawn (each carries its run's number). The view is one for the app's
+life: leaving it and coming back keeps its fields and results. It bounds requests and
+candidates below the CLI (a simulation keeps every request's timings).
 Every field accepts what the CLI's option of the same meaning accepts (`rooftui.core.
 limits`): a value outside it marks the field and the status line says why; a search that
 fails says so there too, and the view stays open.
@@ -39,11 +42,17 @@ from rooftui.sweeps.optimize import (
     Objective,
     Problem,
     Result,
-    optimize,
 )
 from rooftui.tui.failures import failure_text
 from rooftui.tui.keys import LEAVE_FIELD, KeyboardScreen
 from rooftui.tui.number_fields import ParsedValidator, parse_number, parse_numbers
+from rooftui.tui.optimize_search import (
+    MAX_CANDIDATES,
+    MAX_REQUESTS,
+    Abandoned,
+    check_bounds,
+    search,
+)
 from rooftui.tui.settings import ExplorerSettings
 from rooftui.tui.widgets.controls import NumberInput
 from rooftui.tui.widgets.pareto_plot import ParetoPlot
@@ -58,10 +67,17 @@ FIELDS = (
     ("budgets", "budgets", "256,512,1024,2048,4096",
      lambda text: parse_numbers(text, "token_budget", "budgets")),
     ("requests", "requests", str(DEFAULT_REQUESTS),
-     lambda text: parse_number(text, "requests", "requests")),
+     lambda text: _requests(parse_number(text, "requests", "requests"))),
 )
+
+
+def _requests(requests: int) -> int:
+    check_bounds(requests, [], [])  # the view's bound, below the CLI's
+    return requests
+
 READERS = {field: read for field, _, _, read in FIELDS}
-READY = "r: run the search"
+READY = (f"r: run the search (here: up to {MAX_REQUESTS:,} requests and "
+         f"{MAX_CANDIDATES} candidates)")
 RUN_KEYS = "rco"  # never part of a number: the screen's keys, even from a field
 SHADES = ("#3b0f70", "#641a80", "#8c2981", "#de4968", "#fe9f6d", "#fcfdbf")  # magma, low→high
 
@@ -69,10 +85,6 @@ SHADES = ("#3b0f70", "#641a80", "#8c2981", "#de4968", "#fe9f6d", "#fcfdbf")  # m
 class OptimizeForm(VerticalScroll, can_focus=False):
     """The objective, workload and candidates: Tab goes from field to field (the
     scrolling container takes no focus of its own)."""
-
-
-class _Abandoned(Exception):
-    """Raised inside the worker to stop a search nobody waits for any more."""
 
 
 class OptimizeScreen(KeyboardScreen):
@@ -108,6 +120,15 @@ class OptimizeScreen(KeyboardScreen):
             self.run = run
             self.candidate = candidate
 
+    class Simulating(Message):
+        """Run `run` starts a simulation of candidate (batch, budget)."""
+
+        def __init__(self, run: int, batch: int, budget: int) -> None:
+            super().__init__()
+            self.run = run
+            self.batch = batch
+            self.budget = budget
+
     class SearchDone(Message):
         """The search of run `run` finished (`result`) or was refused (`error`)."""
 
@@ -129,6 +150,7 @@ class OptimizeScreen(KeyboardScreen):
         self._candidates: list[Candidate] = []
         self._policy_chunked = True
         self._searching = False  # not `_running`: Textual's own, of the message loop
+        self._simulations = 0  # of the candidate in flight
         self._refused = False  # the status line says why a value or a search was refused
 
     def compose(self) -> ComposeResult:
@@ -156,6 +178,18 @@ class OptimizeScreen(KeyboardScreen):
                     yield ParetoPlot(hires=self._hires, id="optimize-pareto")
         yield Footer()
 
+    def follow(self, settings: ExplorerSettings) -> None:
+        """The Explorer's configuration, when the view opens again: the fields and the
+        last results stay (they say which configuration they are for)."""
+        if settings == self.settings or self._searching:
+            return
+        self.settings = settings
+        if self.is_mounted:
+            self.query_one("#optimize-configuration", Static).update(self._configuration())
+            if self._candidates:
+                self._status("the results are for the previous configuration; r runs "
+                             "for this one")
+
     def _configuration(self) -> str:
         s = self.settings
         tp = f" × {s.tp}" if s.tp > 1 else ""
@@ -172,7 +206,10 @@ class OptimizeScreen(KeyboardScreen):
         workload = load_workload(str(self.query_one("#optimize-workload", Select).value))
         problem = Problem(config=self.settings.with_changes(
             batch=1, prefill=0).config(), workload=workload, requests=value("requests"))
-        return problem, objective, value("batches"), value("budgets")
+        batches, budgets = value("batches"), value("budgets")
+        check_bounds(problem.requests, list(dict.fromkeys(batches)),
+                     list(dict.fromkeys(budgets)))
+        return problem, objective, batches, budgets
 
     def action_run(self) -> None:
         try:
@@ -187,6 +224,7 @@ class OptimizeScreen(KeyboardScreen):
         self._reset_tables()
         self.query_one("#optimize-best", Static).update("")
         self.query_one(ParetoPlot).clear()
+        self._simulations = 0
         self._status(f"searching {len(self._batches) * len(self._budgets)} candidates …")
         self._searching = True
         self._search(self._run, problem, objective, self._batches, self._budgets)
@@ -197,12 +235,19 @@ class OptimizeScreen(KeyboardScreen):
     def on_input_changed(self) -> None:
         """A refused value is said at once (its validator marks the field red), and
         once every field is valid again, so is that."""
+        values = {}
         for field, read in READERS.items():
             try:
-                read(self.query_one(f"#optimize-{field}", Input).value)
+                values[field] = read(self.query_one(f"#optimize-{field}", Input).value)
             except SpecError as error:
                 self._refusal(str(error))
                 return
+        try:  # each field may be fine, and their product too many candidates
+            check_bounds(values["requests"], list(dict.fromkeys(values["batches"])),
+                         list(dict.fromkeys(values["budgets"])))
+        except SpecError as error:
+            self._refusal(str(error))
+            return
         if self._refused and not self._searching:
             self._status(READY)
 
@@ -211,14 +256,17 @@ class OptimizeScreen(KeyboardScreen):
                 budgets: list[int]) -> None:
         worker = get_current_worker()
 
-        def on_candidate(candidate: Candidate) -> None:
+        def check(batch: int, budget: int) -> None:
             if worker.is_cancelled or run != self._run:
-                raise _Abandoned
-            self.post_message(self.CandidateDone(run, candidate))
+                raise Abandoned
+            self.post_message(self.Simulating(run, batch, budget))
 
         try:
-            result = optimize(problem, objective, batches, budgets, on_candidate=on_candidate)
-        except _Abandoned:
+            result = search(problem, objective, batches, budgets,
+                            on_candidate=lambda c: self.post_message(
+                                self.CandidateDone(run, c)),
+                            before_simulation=check)
+        except Abandoned:
             return
         except Exception as error:  # said in place: an escaping one would end the app
             self.post_message(self.SearchDone(run, None, failure_text(error)))
@@ -227,7 +275,7 @@ class OptimizeScreen(KeyboardScreen):
 
     def action_abandon(self) -> None:
         if self._searching:
-            self._run += 1  # the worker stops at its next candidate
+            self._run += 1  # the worker stops before its next simulation
             self._searching = False
             self.workers.cancel_group(self, "optimize")
             self._status("cancelled; r runs again")
@@ -236,9 +284,21 @@ class OptimizeScreen(KeyboardScreen):
         if message.run != self._run:
             return
         self._candidates.append(message.candidate)
+        self._simulations = 0
         self._fill_heatmap()
         total = len(self._batches) * len(self._budgets)
         self._status(f"{len(self._candidates)} / {total} candidates …")
+
+    def on_optimize_screen_simulating(self, message: Simulating) -> None:
+        """Progress within a candidate: its simulations so far (a candidate's rate
+        search runs a dozen or more)."""
+        if message.run != self._run:
+            return
+        self._simulations += 1
+        total = len(self._batches) * len(self._budgets)
+        self._status(f"{len(self._candidates)} / {total} candidates · max batch "
+                     f"{message.batch:,}, budget {message.budget:,}: simulation "
+                     f"{self._simulations} …")
 
     def on_optimize_screen_search_done(self, message: SearchDone) -> None:
         if message.run != self._run:
