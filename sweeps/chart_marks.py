@@ -50,6 +50,11 @@ def dropdown_params(alt, chart_slice: ChartSlice, *axes: str,
     return params
 
 
+def menu_params(alt, chart_slice: ChartSlice) -> list:
+    """A select box for each held axis the slice kept whole, open on its representative."""
+    return dropdown_params(alt, chart_slice, *chart_slice.menus, initial=chart_slice.menus)
+
+
 def only_chosen(alt, chart, params: list):
     """`chart` keeping the rows whose dropdown axes equal the current choices."""
     for param in params:

@@ -79,6 +79,8 @@ class ChartSlice:
     fixed: dict[str, Any] = field(default_factory=dict)
     # structure axes held at each model's own value: axis -> {model: value}
     native: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # held axes kept whole for a menu: axis -> the value it opens on
+    menus: dict[str, Any] = field(default_factory=dict)
 
     def values(self, axis: str) -> list:
         return self.kept.get(axis, [])
@@ -94,7 +96,9 @@ class ChartSlice:
                  + ", ".join(f"{m} {show(v)}" for m, v in own.items() if m in models) + ")"
                  for a, own in self.native.items() if a not in self.fixed]
         line = " · ".join(held)
-        return [text for text in (f"held fixed: {line}" if line else "", *notes) if text]
+        menus = " · ".join(f"{LABELS[a]} (opens on {show(v)})" for a, v in self.menus.items())
+        return [text for text in (f"held fixed: {line}" if line else "",
+                                  f"menus: {menus}" if menus else "", *notes) if text]
 
 
 def show(value: Any) -> str:
@@ -166,7 +170,8 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
                fixed: Mapping[str, Any] | None = None,
                axes: Dimensions | None = None,
                prefer: Mapping[str, str] | None = None, rows_per_point: int = 1,
-               grid: Mapping[str, Any] | None = None) -> ChartSlice:
+               grid: Mapping[str, Any] | None = None,
+               menus: Sequence[str] = ()) -> ChartSlice:
     """The bounded slice of `frame` a chart draws.
 
     `shown` maps each axis the chart displays to the most values it keeps; `metrics` are
@@ -187,7 +192,9 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
     held at each model's own value (from `grid`, the manifest, else the shipped spec),
     the representative only for a model whose own value the grid lacks. A shown axis
     keeps the representative among its values, so that what one chart holds another
-    draws.
+    draws. Each axis of `menus` that would be held is kept whole instead, for a menu that
+    opens on its representative (`ChartSlice.menus`), while the rows stay within budget
+    (in the order given); the others stay held.
     """
     import polars as pl
 
@@ -213,6 +220,18 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
                 last=CUT_LAST)
     kept = {a: _with_representative(v, distinct[a], rules.get(a, "median"))
             for a, v in kept.items()}
+    budget, size = MAX_ROWS // rows_per_point, math.prod(len(v) for v in kept.values())
+    chosen_menus = {}
+    for axis in menus:  # a held axis becomes a menu while the rows stay within budget
+        if (axis in held_axes and not (fixed and axis in fixed)
+                and len(distinct[axis]) > 1 and size * len(distinct[axis]) <= budget):
+            chosen_menus[axis] = _pick(distinct[axis], rules.get(axis, "median"))
+            size *= len(distinct[axis])
+    if chosen_menus:
+        dimensions = [d for d in dimensions if not set(d) & set(chosen_menus)]
+        held_axes = [a for d in dimensions for a in d]
+        kept |= {a: distinct[a] for a in chosen_menus}
+        shown_axes += list(chosen_menus)
     for axis in shown_axes:
         lazy = lazy.filter(pl.col(axis).is_in(kept[axis]))
     models = kept.get("model") or distinct.get("model") or []
@@ -247,7 +266,7 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
             .unique(subset=shown_axes, keep="first").sort(shown_axes).collect())
     held = {a: data[a][0] for a in chosen if data.height and data[a].n_unique() == 1}
     data = tidy(pl, data.select(shown_axes + wanted))
-    return ChartSlice(data=data, kept=kept, fixed=held, native=native)
+    return ChartSlice(data=data, kept=kept, fixed=held, native=native, menus=chosen_menus)
 
 
 def _with_representative(kept: list, values: list, rule: str) -> list:

@@ -19,6 +19,7 @@ from rooftui.sweeps.chart_marks import (
     highlight,
     import_altair,
     legend_selection,
+    menu_params,
     only_chosen,
     palette,
     spaced_labels,
@@ -61,7 +62,8 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                                             for m in ("flops", "time_s", "intensity", "bound")]
     chart_slice = take_slice(frame, {"gpu": 8, "compute_dtype": 3, "model": 12, "batch": 12},
                              metrics, fixed=fixed, axes=axes, rows_per_point=len(parts),
-                             grid=grid)
+                             grid=grid, menus=("context", "kv_dtype", "mfu_assumed", "prefill"))
+    held_menus = list(chart_slice.menus)
     data = with_memory_note(pl, chart_slice.data, grid)
     if "compute_dtype" not in data.columns:
         data = data.with_columns(compute_dtype=pl.lit(chart_slice.fixed.get("compute_dtype",
@@ -73,7 +75,7 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
         prefix = "" if part == "step" else f"{part}_"
         time = "step_time_s" if part == "step" else f"{part}_time_s"
         return data.select(
-            "gpu", "compute_dtype", "model", "batch", "fits", "memory",
+            "gpu", "compute_dtype", "model", "batch", "fits", "memory", *held_menus,
             part=pl.lit(PART_LABELS[part]), intensity=pl.col(f"{prefix}intensity"),
             tflops=rounded(pl, pl.col(f"{prefix}flops") / pl.col(time) / 1e12),
             bound=pl.col(f"{prefix}bound"))
@@ -106,6 +108,7 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
         options=["all", *gpus], name="GPU "))] if len(gpus) > 1 else [])
     menus = dropdown_params(alt, chart_slice, "model", "compute_dtype",
                             initial={"compute_dtype": _pick_dtype(chart_slice)})
+    point_menus = menu_params(alt, chart_slice)
 
     def chosen(chart):
         chart = only_chosen(alt, chart, [m for m in menus if m.name == "compute_dtype_choice"])
@@ -126,7 +129,7 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                     alt.Tooltip("ridge:Q", title="ridge (FLOP/byte)", format=",.1f")]
     roof_lines = chosen(alt.Chart(roofs)).mark_line(strokeWidth=2, clip=True).encode(
         x=x, y=y, detail="gpu:N", color=color, tooltip=roof_tooltip,
-        opacity=highlight(alt, gpu_pick)).add_params(gpu_pick, *gpu_menu, *menus
+        opacity=highlight(alt, gpu_pick)).add_params(gpu_pick, *gpu_menu, *menus, *point_menus
                                                      ).properties(name="roofs")
     ridge_marks = chosen(alt.Chart(ridges)).mark_point(
         shape="diamond", filled=True, size=90, clip=True).encode(
@@ -141,7 +144,7 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                      alt.Tooltip("tflops:Q", title="achieved (TFLOP/s)", format=",.4~g"),
                      alt.Tooltip("bound:N"), alt.Tooltip("memory:N", title="memory")]
     base = only_chosen(alt, chosen(alt.Chart(points)),
-                       [m for m in menus if m.name == "model_choice"])
+                       [m for m in menus if m.name == "model_choice"] + point_menus)
     encoding = {"x": x, "y": y, "color": color, "tooltip": point_tooltip,
                 "shape": alt.Shape("part:N", title="Part",
                                    sort=[PART_LABELS[p] for p in parts]),
@@ -183,20 +186,25 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
     chart_slice = take_slice(
         frame, {"gpu": 16, "model": 12, "context": 8, "batch": 24},
         ["tokens_per_s", "per_user_tokens_per_s", "step_time_s", "attention_share",
-         "max_batch", *MEMORY_COLUMNS], fixed=fixed, axes=axes, grid=grid)
+         "max_batch", *MEMORY_COLUMNS], fixed=fixed, axes=axes, grid=grid,
+        menus=("kv_dtype", "mfu_assumed", "compute_dtype", "prefill"))
+    held_menus = list(chart_slice.menus)
     data = chart_slice.data.filter(positive(pl, "batch", "tokens_per_s"))
     if data.is_empty():
         return empty_chart(alt, title, "no decode step (batch > 0) in these results")
     data = with_memory_note(pl, data if "fits" in data.columns
                             else data.with_columns(fits=pl.lit(True)), grid)
-    limits = data.group_by("gpu", "model", "context").agg(pl.col("max_batch").first()).filter(
+    limits = data.group_by("gpu", "model", "context", *held_menus).agg(
+        pl.col("max_batch").first()).filter(
         (pl.col("max_batch") >= 1) & (pl.col("max_batch") < data["batch"].max()))
     points = data.select(
-        "gpu", "model", "context", "batch", "fits", "memory", tok_s=pl.col("tokens_per_s"),
+        "gpu", "model", "context", "batch", "fits", "memory", *held_menus,
+        tok_s=pl.col("tokens_per_s"),
         user_tok_s=pl.col("per_user_tokens_per_s"),
         step_ms=rounded(pl, pl.col("step_time_s") * 1e3),
         attention=pl.col("attention_share"))
-    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model")
+    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model") + menu_params(alt,
+                                                                                chart_slice)
     context_pick = legend_selection(alt, "context")
     x = alt.X("batch:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format=","),
               title="Batch (sequences)")
@@ -261,7 +269,8 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
     group = "group_size" if "group_size" in lazy.collect_schema().names() else "kv_heads"
     chart_slice = take_slice(frame, {"model": 12, group: 8, "context": 32},
                              ["intensity_ceiling", "intensity", "batch", *MEMORY_COLUMNS],
-                             fixed=fixed, axes=axes, prefer={"batch": "max"}, grid=grid)
+                             fixed=fixed, axes=axes, prefer={"batch": "max"}, grid=grid,
+                             menus=("kv_dtype",))
     data = chart_slice.data.filter(positive(pl, "context", "intensity_ceiling")).rename(
         {group: "group", "intensity_ceiling": "ceiling"})
     if data.is_empty():
@@ -282,7 +291,7 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
         "ridge", held=is_held,
         label=pl.format("{} {} ridge", "gpu", "compute_dtype"),
         context=pl.lit(data["context"].max()))
-    models = dropdown_params(alt, chart_slice, "model")
+    models = dropdown_params(alt, chart_slice, "model") + menu_params(alt, chart_slice)
     group_pick = legend_selection(alt, "group")
     x = alt.X("context:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format=","),
               title="Context (tokens cached per sequence)")
@@ -359,18 +368,20 @@ def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
     chart_slice = take_slice(
         frame, {"gpu": 16, "model": 12, "batch": 16, "context": 16},
         ["attention_share", "step_time_s", "tokens_per_s", "bound", *MEMORY_COLUMNS],
-        fixed=fixed, axes=axes, grid=grid)
+        fixed=fixed, axes=axes, grid=grid, menus=("kv_dtype", "mfu_assumed", "prefill"))
     data = chart_slice.data.filter(pl.col("attention_share").is_not_null())
     if data.is_empty():
         return empty_chart(alt, title, "no step with a finite attention share in these results")
     data = with_memory_note(pl, data if "fits" in data.columns
                             else data.with_columns(fits=pl.lit(True)), grid)
     cells = data.select("gpu", "model", "batch", "context", "fits", "bound", "memory",
+                        *chart_slice.menus,
                         attention=pl.col("attention_share"), tok_s=pl.col("tokens_per_s"),
                         step_ms=rounded(pl, pl.col("step_time_s") * 1e3))
     bands = [f"{b}–{b + BAND_WIDTH} %" for b in range(0, 100, BAND_WIDTH)]
     band = f"floor(min(datum.attention, 0.9999) * {SHARE_BANDS}) * {BAND_WIDTH}"
-    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model")
+    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model") + menu_params(alt,
+                                                                                chart_slice)
     band_pick = legend_selection(alt, "band")
     x = alt.X("batch:O", title="Batch (sequences)", sort="ascending",
               axis=alt.Axis(labelAngle=0))
@@ -420,26 +431,28 @@ def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None
     chart_slice = take_slice(
         frame, {"gpu": 8, "model": 12, "batch": 12},
         [f"{p}_time_s" for p in parts] + ["step_time_s", "tokens_per_s", *MEMORY_COLUMNS],
-        fixed=fixed, axes=axes, rows_per_point=len(parts), grid=grid)
+        fixed=fixed, axes=axes, rows_per_point=len(parts), grid=grid,
+        menus=("context", "kv_dtype", "mfu_assumed", "prefill"))
     steps = chart_slice.data
     steps = with_memory_note(pl, steps if "fits" in steps.columns
                              else steps.with_columns(fits=pl.lit(True)), grid)
     data = pl.concat([
         steps.select(
-            "gpu", "model", "batch", "fits", "memory", part=pl.lit(PART_LABELS[p]),
+            "gpu", "model", "batch", "fits", "memory", *chart_slice.menus,
+            part=pl.lit(PART_LABELS[p]),
             ms=rounded(pl, pl.col(f"{p}_time_s") * 1e3),
             step_ms=rounded(pl, pl.col("step_time_s") * 1e3), tok_s=pl.col("tokens_per_s"))
         for p in parts]).filter(pl.col("ms").is_not_null())
     if data.is_empty():
         return empty_chart(alt, title, "no step in these results")
-    models = dropdown_params(alt, chart_slice, "model")
+    models = dropdown_params(alt, chart_slice, "model") + menu_params(alt, chart_slice)
     part_pick = legend_selection(alt, "part")
     order = [PART_LABELS[p] for p in parts]
     # A step that does not fit is scaled down to the tallest step that does (of its
     # model, on any GPU): it never sets the shared axis; its real time is in the tooltip.
     scaled = alt.Chart(data).transform_calculate(
         fit_ms="datum.fits ? datum.step_ms : null").transform_joinaggregate(
-        cap_ms="max(fit_ms)", groupby=["model"]).transform_calculate(
+        cap_ms="max(fit_ms)", groupby=["model", *chart_slice.menus]).transform_calculate(
         shown_ms="datum.fits || !isValid(datum.cap_ms) ? datum.ms "
                  ": datum.ms * min(1, datum.cap_ms / datum.step_ms)")
     bars = only_chosen(alt, scaled, models).mark_bar().encode(

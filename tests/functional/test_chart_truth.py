@@ -106,12 +106,13 @@ def test_the_throughput_chart_matches_the_model_as_it_is(result_dir, made):
     3,330 tok/s (its own 8 KV heads), not the 2,148 of a 16-KV-head variant."""
     point = [r for r in rows(made["throughput_vs_batch"]) if r.get("gpu") == "h100-sxm"
              and r.get("model") == "llama-3-8b" and r.get("context") == 4096
-             and r.get("batch") == 32]
+             and r.get("batch") == 32 and r.get("kv_dtype") == "bf16"]
     assert [round(r["tok_s"]) for r in point] == [3330]
 
 
 def test_a_held_context_is_one_the_charts_draw(made):
-    held = re.search(r"context ([\d,]+)", subtitle(made["roofline"])).group(1)
+    # held, or a menu's opening value
+    held = re.search(r"context (?:\(opens on )?([\d,]+)", subtitle(made["roofline"])).group(1)
     drawn = {r["context"] for r in rows(made["throughput_vs_batch"]) if "context" in r}
     assert int(held.replace(",", "")) in drawn and len(drawn) < 11  # thinned, yet kept
 
@@ -167,6 +168,19 @@ def test_the_roofline_has_one_hue_per_gpu_from_a_colour_blind_safe_palette(made)
     assert roofs["encoding"]["color"]["field"] == "gpu"
     assert scale["domain"] == ["h100-sxm", "l40s"] and len(set(scale["range"])) == 2
     assert set(scale["range"]) <= set(OKABE_ITO)
+
+
+def test_held_axes_become_menus_while_the_rows_allow(result_dir, made):
+    """KV dtype (2 values) fits every chart's budget, as a menu opening on bf16; an
+    axis that would take the rows past `MAX_ROWS` stays held and is named as such."""
+    for name, spec in made.items():
+        menu = params(spec)["kv_dtype_choice"]
+        assert menu["value"] == "bf16" and menu["bind"]["options"] == ["bf16", "fp8"], name
+        assert re.search(r"menus: .*KV \(opens on bf16\)", subtitle(spec)), name
+    wide = charts.take_slice(scan_results(result_dir), {"gpu": 8, "batch": 8}, [],
+                             axes=charts.declared_axes(read_manifest(result_dir)),
+                             menus=("kv_dtype", "context"), rows_per_point=charts.MAX_ROWS // 40)
+    assert wide.menus == {"kv_dtype": "bf16"} and wide.fixed["context"] == 4096
 
 
 def test_menus_are_bound_parameters(made):

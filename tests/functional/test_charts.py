@@ -157,9 +157,13 @@ def expected_marks(points: pl.DataFrame) -> dict[str, dict[str, int]]:
     }
 
 
-DROPDOWNS = {"roofline": ("gpu", "model"), "throughput_vs_batch": ("gpu", "model"),
-             "intensity_ceiling": ("model",), "attention_share": ("gpu", "model"),
-             "gpu_comparison": ("model",)}
+# Menus: GPU and model, and the held axes kept whole while the rows allow (they open on
+# the value the others hold, so the marks counted above are the same).
+DROPDOWNS = {"roofline": ("gpu", "model", "context", "kv_dtype"),
+             "throughput_vs_batch": ("gpu", "model", "kv_dtype"),
+             "intensity_ceiling": ("model", "kv_dtype"),
+             "attention_share": ("gpu", "model", "kv_dtype"),
+             "gpu_comparison": ("model", "context", "kv_dtype")}
 
 
 @pytest.mark.browser
@@ -172,7 +176,8 @@ def test_chart_renders_offline_in_chromium(result_dir, points, tmp_path, name):
     for mark, count in expected_marks(points)[name].items():
         got = page.count(mark) if mark in page.marks else page.kinds()[mark]
         assert got == count, (mark, page.kinds(), sorted(page.marks))
-    options = {"gpu": ["all", *GPUS] if name == "roofline" else GPUS, "model": MODELS}
+    options = {"gpu": ["all", *GPUS] if name == "roofline" else GPUS, "model": MODELS,
+               "context": ["1024", "8192", "32768"], "kv_dtype": ["bf16", "fp8"]}
     assert page.selects == {f"{axis}_choice": options[axis] for axis in DROPDOWNS[name]}
 
 
