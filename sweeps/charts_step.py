@@ -37,6 +37,8 @@ from rooftui.sweeps.chart_slices import (
     tidy,
 )
 
+LOG_Y = "log_y"  # the throughput chart's log/linear toggle (tokens/s spans decades)
+
 if TYPE_CHECKING:
     import altair as alt
 
@@ -221,8 +223,13 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
     opacity = highlight(alt, context_pick)
 
     def panel(name: str, metric: str, axis_title: str, params: list):
-        base = capped(alt, only_chosen(alt, alt.Chart(points), dropdowns), metric, "shown")
-        y = alt.Y("shown:Q", title=axis_title, axis=alt.Axis(format="~s"))
+        base = capped(alt, only_chosen(alt, alt.Chart(points), dropdowns), metric, "shown"
+                      ).transform_calculate(plotted=f"{LOG_Y} ? log(max(datum.shown, 1e-9)) "
+                                                    "/ LN10 : datum.shown")
+        # Vega-Lite cannot bind a scale's type: the toggle plots log10 and labels powers
+        y = alt.Y("plotted:Q", title=axis_title, scale=alt.Scale(zero=alt.expr(f"!{LOG_Y}")),
+                  axis=alt.Axis(labelExpr=f"{LOG_Y} ? format(pow(10, datum.value), '~s') "
+                                          ": format(datum.value, '~s')"))
         fitting = base.transform_filter("datum.fits")
         line = fitting.mark_line().encode(x=x, y=y, color=color, opacity=opacity,
                                           tooltip=tooltip)
@@ -245,7 +252,9 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
 
     return alt.hconcat(
         panel("all_users", "tok_s", "Tokens per second, all users (tok/s)",
-              [context_pick, *dropdowns]),
+              [context_pick, *dropdowns, alt.param(name=LOG_Y, value=False,
+                                                   bind=alt.binding_checkbox(
+                                                       name="log tokens/s "))]),
         panel("per_user", "user_tok_s", "Tokens per second per user (tok/s)", []),
     ).properties(title=title_params(
         alt, title, chart_slice, "hollow = weights + KV exceed GPU memory (at the top edge "

@@ -6,6 +6,7 @@ marked, the folder's dashboard; in headless Chromium, offline, the controls redr
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -254,3 +255,25 @@ def test_every_chart_renders_offline(result_dir, tmp_path, name):
     page = render_in_browser(result_dir / "charts" / f"{name}.html", tmp_path)
     assert page.errors == [] and page.log_errors == [] and page.warnings == []
     assert page.requests == [] and page.marks
+
+
+TOGGLE = """(function toggle() {
+  var box = document.querySelector('input[name="log_y"]');
+  if (!box) { setTimeout(toggle, 50); return; }
+  box.click();
+})();"""
+
+
+@pytest.mark.browser
+def test_the_log_toggle_replots_throughput(result_dir, tmp_path):
+    html = result_dir / "charts" / "throughput_vs_batch.html"
+    linear = render_in_browser(html, tmp_path / "linear")
+    logged = render_in_browser(html, tmp_path / "log", script=TOGGLE)
+
+    def first_value(page) -> float:
+        label = next(v for k, v in page.labels.items() if k.startswith("all_users_lines"))[0]
+        return float(re.search(r"all users \(tok/s\): ([\d.,]+)", label).group(1)
+                     .replace(",", ""))
+
+    assert logged.errors == [] and logged.requests == []
+    assert first_value(logged) == pytest.approx(math.log10(first_value(linear)), rel=1e-3)
