@@ -12,8 +12,11 @@ first, the last and others evenly spaced, on a log scale for numbers spanning mo
 a decade), GPU and model become dropdowns, and every other axis is held at one
 representative value:
 
-- batch, context, group size, KV heads: the median of the grid's values (the lower one
-  of an even count);
+- group size and KV heads (they change what a model is): each model's own value (from
+  the manifest's specs, else the shipped spec); the median only for a model whose own
+  value the grid lacks, or when the chart shows one of them;
+- batch and context: the median of the grid's values (the lower one of an even count),
+  and a chart that shows the axis keeps that value among those it draws;
 - prefill, prefill context and the memory reserve: the smallest (a pure decode step
   when the grid has one);
 - the assumed mfu and mbu: the largest;
@@ -29,7 +32,15 @@ a zipped axis) keeps its matching value, and each held axis is one equality filt
 parquet reader applies as it scans, so a chart of a 10-million-point grid reads little.
 Without the manifest every input column is held, choosing within each combination of
 the shown axes. `fixed={"context": 8192}` (or `[charts] fixed` in the grid) picks other
-values, and each chart's subtitle says what was held fixed.
+values. A chart names held axes it would rather offer as menus (`menus=`): each becomes
+a select box opening on its representative while the rows stay within `MAX_ROWS`, the
+rest stay held. Each chart's first subtitle line names the model, GPU, GPUs per replica,
+profile, workload and SLOs it draws; the next lists every held value and every menu.
+
+Feasibility: a point or bar whose weights and KV do not fit the GPU is drawn hollow or
+faded, its reason in the tooltip ("weights 141 GB > 80 GB: needs TP ≥ 2", "KV 550 GB >
+64 GB free"), and it never sets an axis: log axes span the roofs and what fits, linear
+ones cut what does not fit to the largest value that does (`chart_marks.capped`).
 
 Size: a slice holds at most `MAX_ROWS` rows (`_fit` cuts the shown axes until the
 product of their counts fits), each of at most ten short fields with metrics rounded to
