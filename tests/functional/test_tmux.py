@@ -257,7 +257,7 @@ def test_a_terminal_without_colour(terminal, env):
 def test_results_without_colour(terminal, tmp_path):
     out = write_results_dir(tmp_path / "sweep")
     term = terminal((200, 50), str(out), env={"NO_COLOR": "1"})
-    term.wait_for("sweep-demo · rows 1–100 of 120", "step_time_s")
+    term.wait_for("sweep-demo · rows 1–100 of 120", "tok/s/user")
     term.keys("q")
     assert term.exit_status() == 0
 

@@ -78,6 +78,7 @@ def _requests(requests: int) -> int:
 READERS = {field: read for field, _, _, read in FIELDS}
 READY = (f"r: run the search (here: up to {MAX_REQUESTS:,} requests and "
          f"{MAX_CANDIDATES} candidates)")
+NARROW_COLUMNS = 120  # below, the Pareto plot without the frontier table beside it
 RUN_KEYS = "rco"  # never part of a number: the screen's keys, even from a field
 SHADES = ("#3b0f70", "#641a80", "#8c2981", "#de4968", "#fe9f6d", "#fcfdbf")  # magma, low→high
 
@@ -112,6 +113,8 @@ class OptimizeScreen(KeyboardScreen):
     #optimize-legend { height: auto; color: $text-muted; }
     #optimize-lower { height: 1fr; }
     #optimize-frontier { width: 48; height: 1fr; }
+    /* narrow: the frontier's points are the plot's, which gets the width */
+    OptimizeScreen.-narrow #optimize-frontier { display: none; }
     """
 
     class CandidateDone(Message):
@@ -177,6 +180,9 @@ class OptimizeScreen(KeyboardScreen):
                     yield DataTable(id="optimize-frontier", cursor_type="row")
                     yield ParetoPlot(hires=self._hires, id="optimize-pareto")
         yield Footer()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < NARROW_COLUMNS, "-narrow")
 
     def follow(self, settings: ExplorerSettings) -> None:
         """The Explorer's configuration, when the view opens again: the fields and the

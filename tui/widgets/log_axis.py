@@ -41,11 +41,14 @@ def padded_bounds(values: np.ndarray, pad: float = 0.15) -> tuple[float, float]:
 
 
 class LogAxisFormatter(AxisFormatter):
-    """Ticks at 10^k, and at 2·10^k and 5·10^k when the axis spans few decades."""
+    """Ticks at 10^k; and at every m·10^k within a decade, at 2·10^k and 5·10^k within
+    a few, at 3·10^k within six: four ticks or more on most axes."""
 
     def get_ticks(self, min_: float, max_: float, max_ticks: int = 8) -> list[float]:
         decades = range(math.floor(min_), math.ceil(max_) + 1)
-        mantissas = _MANTISSAS if (max_ - min_) <= 2.5 else (1,)
+        span = max_ - min_
+        mantissas = (range(1, 10) if span <= 1 else _MANTISSAS if span <= 2.5
+                     else (1, 3) if span <= 6 else (1,))
         ticks = [k + math.log10(m) for k in decades for m in mantissas]
         ticks = [t for t in ticks if min_ - 1e-9 <= t <= max_ + 1e-9]
         if len(ticks) > max_ticks:  # thin to every second or third decade

@@ -10,9 +10,10 @@ import numpy as np
 
 from rooftui.sweeps.optimize import Candidate
 from rooftui.tui.widgets.log_axis import padded_bounds, to_log
+from rooftui.tui.widgets.palette import GREY, SKY_BLUE, YELLOW
 from rooftui.tui.widgets.plot_base import LabelledPlot
 
-POINTS, FRONTIER, BEST = "grey62", "bright_cyan", "yellow"
+POINTS, FRONTIER, BEST = GREY, SKY_BLUE, YELLOW
 
 
 def _xy(candidates: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:

@@ -44,7 +44,15 @@ class _Canvas(Canvas):
 
 
 class CellPlot(PlotWidget, can_focus=False):
-    """A PlotWidget with log10-labelled axes and a small top margin."""
+    """A PlotWidget with log10-labelled axes and a small top margin; its ticks and
+    labels in the theme's text colours (textual-plot's $secondary is dark blue on
+    black)."""
+
+    DEFAULT_CSS = """
+    CellPlot > .plot--axis { color: $text-muted; }
+    CellPlot > .plot--tick { color: $text; text-style: none; }
+    CellPlot > .plot--label { color: $text-muted; text-style: italic; }
+    """
 
     def compose(self) -> ComposeResult:
         # PlotWidget's own layout, with the faster canvas
@@ -82,9 +90,12 @@ class CellPlot(PlotWidget, can_focus=False):
     def _render_y_label(self) -> None:
         # textual-plot centres the y label over the tick labels, which cuts a label
         # longer than the margin; start it at the left edge instead
+        # padded to the width: a shorter label leaves nothing of the last one
+        # ("step_time_s (log))")
         label_style = self.get_component_rich_style("plot--label")
-        self.query_one("#margin-top", Canvas).write_text(
-            0, 0, f"[{label_style}]{self._y_label}", TextAlign.LEFT)
+        canvas = self.query_one("#margin-top", Canvas)
+        canvas.write_text(0, 0, f"[{label_style}]{self._y_label.ljust(canvas.size.width)}",
+                          TextAlign.LEFT)
 
 
 class LabelledPlot(Vertical):

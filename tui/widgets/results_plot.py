@@ -5,17 +5,16 @@ a log scale (as log10 of the data, with value labels)."""
 from __future__ import annotations
 
 import numpy as np
+from textual.widgets import Static
 from textual_plot import NumericAxisFormatter
 
 from rooftui.tui.widgets.log_axis import LogAxisFormatter, padded_bounds, to_log
+from rooftui.tui.widgets.palette import MARKERS
+from rooftui.tui.widgets.palette import SERIES as PALETTE
 from rooftui.tui.widgets.plot_base import LabelledPlot
 
-# 16-colour names: the same in 256-colour terminals. Past the palette, values share grey.
-PALETTE = ("bright_cyan", "yellow", "magenta", "green", "red", "bright_blue",
-           "bright_magenta", "bright_green", "white")
+# Past the palette, values share a dim dot.
 OTHER = "grey50"
-# in a terminal without colour each group gets its own character instead
-MARKERS = ("●", "■", "▲", "◆", "▼", "✚", "✖", "○", "□")
 OTHER_MARKER = "·"
 
 
@@ -43,12 +42,12 @@ class ResultsPlot(LabelledPlot):
         plot.set_y_formatter(LogAxisFormatter() if log_y else NumericAxisFormatter())
         plot.set_xlabel(x + (" (log)" if log_x else ""))
         plot.set_ylabel(y + (" (log)" if log_y else ""))
+        self.query_one(".plot-title", Static).update(f"{y} vs {x}", layout=False)
         plot.set_xlimits(*limits(xs, log_x))
         plot.set_ylimits(*limits(ys, log_y))
         legend = []
-        # without colour, character markers (hires pixels carry nothing but colour)
-        hires, markers = ((None, MARKERS) if self.monochrome
-                          else (self.hires_mode, ("●",) * len(PALETTE)))
+        # each group its colour and its character (hires pixels carry only colour)
+        hires, markers = None, MARKERS
         if colours is None:
             plot.scatter(xs, ys, marker=markers[0], marker_style=PALETTE[0], hires_mode=hires)
         else:
@@ -65,8 +64,7 @@ class ResultsPlot(LabelledPlot):
                              hires_mode=hires)
                 legend.append(f"[{style}]{marker}[/] {group}")
             if others:
-                other = OTHER_MARKER if self.monochrome else "●"
-                legend.append(f"[{OTHER}]{other}[/] {len(others)} more")
+                legend.append(f"[{OTHER}]{OTHER_MARKER}[/] {len(others)} more")
         sample = f"{xs.size:,} of {total:,} rows" if xs.size < total else f"{total:,} rows"
         colour_note = f" · colour: {colour}" if colour else ""
         self.set_legend(f"{sample}{colour_note}  " + "  ".join(legend))

@@ -1,7 +1,8 @@
 """The roofline: attainable FLOP/s against arithmetic intensity, log-log.
 
-Drawn: the GPU's roof (dense peak and bandwidth), the roof the profile's MFU/MBU allow
-when they are below 1, the ridge, and the step's gemm part, attention part and whole step
+Drawn: the GPU's roofs, memory (bandwidth × intensity) and compute (dense peak), each
+labelled with its value, the roofs the profile's MFU/MBU allow when below 1 (dim), the
+ridge, and the step's gemm part, attention part and whole step
 at their achieved FLOP/s (FLOPs over their own time).
 """
 
@@ -12,10 +13,12 @@ import numpy as np
 from rooftui.core import units
 from rooftui.tui.figures import ExplorerFigures
 from rooftui.tui.widgets.log_axis import padded_bounds, to_log
+from rooftui.tui.widgets.palette import BLUISH_GREEN, ORANGE, REDDISH_PURPLE, SKY_BLUE, YELLOW
 from rooftui.tui.widgets.plot_base import LabelledPlot
 
-# part -> (marker, colour); 16-colour names so 256-colour terminals show them alike
-MARKERS = {"gemm": ("■", "cyan"), "attention": ("▲", "magenta"), "step": ("◆", "yellow")}
+# part -> (marker, colour), and the two roofs' colours (rooftui.tui.widgets.palette)
+MARKERS = {"gemm": ("■", ORANGE), "attention": ("▲", BLUISH_GREEN), "step": ("◆", YELLOW)}
+MEMORY_ROOF, COMPUTE_ROOF, RIDGE = SKY_BLUE, REDDISH_PURPLE, "grey70"
 
 
 def roof(log_intensity: np.ndarray, peak: float, bandwidth: float) -> np.ndarray:
@@ -55,18 +58,24 @@ class RooflinePlot(LabelledPlot):
         plot.set_ylabel("FLOP/s")
         plot.set_xlimits(x_min, x_max)
         plot.set_ylimits(y_min, y_max)
-        plot.plot(line_x, line_y, line_style="green", hires_mode=self.hires_mode)
+        # the memory roof (bandwidth × intensity) up to the ridge, the compute roof after
+        for part, colour in ((slice(0, 2), MEMORY_ROOF), (slice(1, 3), COMPUTE_ROOF)):
+            plot.plot(line_x[part], line_y[part], line_style=colour,
+                      hires_mode=self.hires_mode)
         if mfu < 1 or mbu < 1:
             derated_x = np.array([x_min, np.log10(report["ridge"] * mfu / mbu), x_max])
-            plot.plot(derated_x, roof(derated_x, mfu * peak, mbu * bandwidth),
-                      line_style="green dim", hires_mode=self.hires_mode)
-        plot.add_v_line(float(np.log10(report["ridge"])), line_style="green dim")
+            derated_y = roof(derated_x, mfu * peak, mbu * bandwidth)
+            for part, colour in ((slice(0, 2), MEMORY_ROOF), (slice(1, 3), COMPUTE_ROOF)):
+                plot.plot(derated_x[part], derated_y[part], line_style=f"{colour} dim",
+                          hires_mode=self.hires_mode)
+        plot.add_v_line(float(np.log10(report["ridge"])), line_style=RIDGE)
         for name, (intensity, flops_per_s) in points.items():
             marker, colour = MARKERS[name]
             plot.scatter(to_log([intensity]), to_log([flops_per_s]), marker=marker,
                          marker_style=f"bold {colour}")
-        legend = [f"[green]━[/] roof {units.si(peak, 'FLOP/s')}",
-                  f"[green dim]│[/] ridge {report['ridge']:,.0f}"]
+        legend = [f"[{MEMORY_ROOF}]━[/] memory {units.si(bandwidth, 'B/s')}",
+                  f"[{COMPUTE_ROOF}]━[/] compute {units.si(peak, 'FLOP/s')}",
+                  f"[{RIDGE}]│[/] ridge {report['ridge']:,.0f} FLOP/B"]
         legend += [f"[{MARKERS[name][1]}]{MARKERS[name][0]}[/] {name}" for name in points]
         self.set_legend("  ".join(legend))
         plot.paint_now()

@@ -7,9 +7,10 @@ import numpy as np
 
 from rooftui.tui.figures import ExplorerFigures
 from rooftui.tui.widgets.log_axis import padded_bounds, to_log
+from rooftui.tui.widgets.palette import ORANGE, SKY_BLUE, VERMILLION
 from rooftui.tui.widgets.plot_base import LabelledPlot
 
-ALL_USERS, PER_USER = "bright_cyan", "yellow"
+ALL_USERS, PER_USER, MEMORY_LIMIT = SKY_BLUE, ORANGE, VERMILLION
 # each curve is marked at the current batch, so the two tell apart without colour
 ALL_USERS_MARKER, PER_USER_MARKER = "●", "○"
 
@@ -52,9 +53,9 @@ class ThroughputPlot(LabelledPlot):
                                  marker_style=f"bold {colour}", hires_mode=None)
             legend.append(f"│ batch {report['batch']:,}")
         if max_batch:
-            plot.add_v_line(float(np.log10(max_batch)), line_style="red")
-            legend.append(f"[red]│[/] max {max_batch:,} (memory)")
+            plot.add_v_line(float(np.log10(max_batch)), line_style=MEMORY_LIMIT)
+            legend.append(f"[{MEMORY_LIMIT}]│[/] max {max_batch:,} (memory)")
         elif max_batch == 0:
-            legend.append("[red]no sequence fits in memory[/]")
+            legend.append(f"[{MEMORY_LIMIT}]no sequence fits in memory[/]")
         self.set_legend("  ".join(legend))
         plot.paint_now()
