@@ -93,6 +93,8 @@ def about(chart_slice: ChartSlice, grid: Mapping[str, Any] | None,
         name = LABELS[axis] if axis != "tp" else "TP"
         if axis in chart_slice.fixed:
             parts.append(f"{name} {show(chart_slice.fixed[axis])}")
+        elif len(chart_slice.values(axis)) == 1:
+            parts.append(f"{name} {show(chart_slice.values(axis)[0])}")
         elif axis in menus and chart_slice.values(axis):
             parts.append(f"{name} {show(chart_slice.values(axis)[0])} (menu)")
         elif axis in present:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from rooftui.sweeps.chart_marks import (
     HEIGHT,
-    OKABE_ITO,
     WIDTH,
     dropdown_params,
     has_columns,
@@ -18,6 +17,7 @@ from rooftui.sweeps.chart_marks import (
     legend_selection,
     note_chart,
     only_chosen,
+    palette,
     title_params,
 )
 from rooftui.sweeps.chart_slices import SERVING_AXES, ChartSlice, positive, take_slice
@@ -96,7 +96,8 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
               title="Max batch (slots)")
     y = alt.Y("occupancy:Q", title="Occupancy (useful slot-steps)",
               axis=alt.Axis(format=".0%"), scale=alt.Scale(domain=[0, 1]))
-    color = alt.Color("distribution:N", title="Lengths", scale=alt.Scale(range=OKABE_ITO))
+    color = alt.Color("distribution:N", title="Lengths",
+                      scale=palette(alt, sorted(data["distribution"].unique())))
     tooltip = [alt.Tooltip("distribution:N", title="lengths"), alt.Tooltip("policy:N"),
                alt.Tooltip("max_batch:Q", title="max batch", format=","),
                alt.Tooltip("occupancy:Q", title="simulated", format=".1%"),
@@ -169,7 +170,8 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
             x=alt.X("rate:Q", title="Arrival rate (requests/s)", scale=alt.Scale(type="log")),
             y=alt.Y("seconds:Q", scale=alt.Scale(type="log"), title=f"{metric} (s)",
                     axis=alt.Axis(format="~g")),
-            color=alt.Color("policy:N", title="Policy", scale=alt.Scale(range=OKABE_ITO)),
+            color=alt.Color("policy:N", title="Policy",
+                            scale=palette(alt, sorted(long["policy"].unique()))),
             strokeDash=alt.StrokeDash("percentile:N", title="Percentile",
                                       scale=alt.Scale(domain=list(PERCENTILE_DASHES),
                                                       range=list(PERCENTILE_DASHES.values()))),
@@ -241,7 +243,8 @@ def itl_spike_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
         pl.col("itl_max_s").max())
     dropdowns = dropdown_params(alt, chart_slice, "gpu", "model")
     pick = legend_selection(alt, "prompts")
-    color = alt.Color("prompts:N", title="Prompt lengths", scale=alt.Scale(range=OKABE_ITO))
+    color = alt.Color("prompts:N", title="Prompt lengths",
+                      scale=palette(alt, sorted(data["prompts"].unique())))
     y = alt.Y("itl_max_s:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~g"),
               title="Longest gap between two tokens (s)")
     tooltip = [alt.Tooltip("prompts:N", title="prompts"),
@@ -467,7 +470,8 @@ def ttft_vs_cache_capacity_chart(frame: Frame, *, fixed: Mapping[str, Any] | Non
                 scale=alt.Scale(type="symlog")),
         y=alt.Y("ttft_p90_s:Q", title="TTFT p90 (s)", scale=alt.Scale(type="log"),
                 axis=alt.Axis(format="~g")),
-        color=alt.Color("policy:N", title="Policy", scale=alt.Scale(range=OKABE_ITO)),
+        color=alt.Color("policy:N", title="Policy",
+                        scale=palette(alt, sorted(data["policy"].unique()))),
         strokeDash=alt.StrokeDash("tiers:N", title="Tiers below HBM"),
         detail="tiers:N", opacity=highlight(alt, pick), tooltip=tooltip,
     ).add_params(pick, *dropdowns).properties(name="ttft_lines")
