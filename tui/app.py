@@ -186,7 +186,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         prog="rooftui",
         description="Explore one LLM serving step on the roofline, live; with RESULTS_DIR, "
                     "browse a sweep's results (`sweep run` output) and open any row in the "
-                    "Explorer. Keys: ? for help, ctrl+p for every action, q to quit.")
+                    "Explorer. Keys: ? for help, ctrl+p for every action, q to quit. "
+                    "`rooftui serve [--port P]` serves it to a web browser.")
     parser.add_argument("results_dir", nargs="?", type=Path, metavar="RESULTS_DIR",
                         help="a `sweep run` output directory (manifest.json, points/*.parquet)")
     parser.add_argument("--gpu", default=ExplorerSettings.gpu,
@@ -217,7 +218,14 @@ def check_results_dir(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: bad arguments are one line on stderr and exit status 2."""
+    """Entry point: bad arguments are one line on stderr and exit status 2. `rooftui
+    serve ...` serves the app to a web browser (`rooftui.tui.serve`)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        from rooftui.tui.serve import serve
+
+        serve(argv[1:])
+        return
     args = parse_arguments(argv)
     try:
         settings = ExplorerSettings(gpu=args.gpu, model=args.model, batch=args.batch,
