@@ -70,6 +70,9 @@ def write_checksum(shard: Path, crc: int, size: int) -> None:
     except OSError as error:
         temporary.unlink(missing_ok=True)
         raise file_error(error, target) from None
+    except BaseException:  # interrupted between the write and the rename
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def recorded_checksum(shard: Path) -> tuple[int, int] | None:
