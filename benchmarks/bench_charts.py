@@ -39,7 +39,7 @@ GRID = REPO / "specs" / "grid.toml"
 TEN_MILLION = 'batch = { start = 1, stop = 100, step = 1 }'  # 100 batch sizes instead of 11
 
 MEASURE = """
-import json, resource, sys, time
+import functools, json, resource, sys, time
 started = time.perf_counter()
 from pathlib import Path
 from rooftui.sweeps import chart_files, charts
@@ -49,6 +49,7 @@ report = {"import_s": imported - started, "charts": {}, "bundle_s": 0.0}
 kind = json.loads((out / "manifest.json").read_text())["kind"]
 
 def timed(name, function, key):
+    @functools.wraps(function)  # the dashboard titles a chart by its docstring
     def run(*args, **kwargs):
         start = time.perf_counter()
         result = function(*args, **kwargs)
