@@ -15,6 +15,7 @@ from rooftui.sweeps.chart_marks import (
     highlight,
     import_altair,
     legend_selection,
+    menu_params,
     note_chart,
     only_chosen,
     palette,
@@ -37,11 +38,14 @@ def _label(pl, *columns: str, present: Sequence[str]):
     return label
 
 
+# held inputs of simulate grids offered as menus while the rows allow (SLOs stay held:
+# the latency chart draws the one it holds)
+SERVING_MENUS = ("max_batch", "token_budget", "tp", "kv_dtype", "mfu_assumed")
 SERVING_DROPDOWNS = ("gpu", "model", "workload", "slo_ttft", "slo_tpot")
 
 
 def _serving_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *,
-                   grid: Mapping[str, Any] | None = None,
+                   grid: Mapping[str, Any] | None = None, menus: Sequence[str] = (),
                    fixed: Mapping[str, Any] | None, axes: Dimensions | None,
                    rows_per_point: int = 1) -> ChartSlice:
     """`take_slice` for simulate and optimize results: without the grid's dimensions (a
@@ -57,7 +61,7 @@ def _serving_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str
                                     for c in present).collect() if present else None
         axes = [{c: found[c][0].to_list()} for c in present]
     return take_slice(frame, shown, metrics, fixed=fixed, axes=axes, grid=grid,
-                      rows_per_point=rows_per_point)
+                      rows_per_point=rows_per_point, menus=menus)
 
 
 def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
@@ -146,16 +150,18 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
                                                                          "slo_tpot"]
     chart_slice = _serving_slice(frame, {"gpu": 6, "model": 6, "workload": 8, "policy": 3,
                                      "rate": 32}, metrics, fixed=fixed, axes=axes, grid=grid,
-                             rows_per_point=len(metrics))
+                             rows_per_point=len(metrics), menus=SERVING_MENUS)
     data = chart_slice.data
-    keys = [c for c in ("gpu", "model", "workload", "policy", "rate") if c in data.columns]
+    keys = [c for c in ("gpu", "model", "workload", "policy", "rate", *chart_slice.menus)
+            if c in data.columns]
     long = pl.concat([data.select(*keys, metric=pl.lit(m.upper()), percentile=pl.lit(q),
                                   seconds=pl.col(f"{m}_{q}_s"))
                       for m in ("ttft", "tpot") for q in stats]).filter(
         positive(pl, "rate", "seconds"))
     if long.is_empty():
         return note_chart(alt, title, "no latency at a positive rate in these results")
-    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model", "workload")
+    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model", "workload") + menu_params(
+        alt, chart_slice)
     slos = _slo_rows(pl, chart_slice, keys)
     pick = legend_selection(alt, "policy")
     tooltip = [alt.Tooltip("policy:N"), alt.Tooltip("rate:Q", title="rate (req/s)",
@@ -350,7 +356,7 @@ def pareto_frontier_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
     dots = base.mark_point(size=60, filled=True, opacity=0.75).encode(
         x=x, y=y, tooltip=tooltip,
         color=alt.Color("max_batch:O", title="Max batch", scale=alt.Scale(scheme="viridis")),
-        shape=alt.Shape("token_budget:O", title="Token budget")).add_params(
+        shape=alt.Shape("token_budget:N", title="Token budget")).add_params(
         *dropdowns).properties(name="candidates")
     front = base.transform_filter(alt.datum.frontier).mark_line(color="#d62728").encode(
         x=x, y=y, tooltip=tooltip).properties(name="frontier")
@@ -442,7 +448,8 @@ def ttft_vs_cache_capacity_chart(frame: Frame, *, fixed: Mapping[str, Any] | Non
     chart_slice = _serving_slice(
         frame, {"gpu": 6, "model": 6, "workload": 8, "policy": 3, "cpu_tier_gb": 4,
                 "ssd_tier_gb": 4, "cache_capacity_gb": 32},
-        ["ttft_p90_s", "ttft_p50_s", "tpot_p90_s", "prefix_hit_rate"], fixed=fixed, axes=axes, grid=grid)
+        ["ttft_p90_s", "ttft_p50_s", "tpot_p90_s", "prefix_hit_rate"], fixed=fixed, axes=axes,
+        grid=grid, menus=SERVING_MENUS)
     data = chart_slice.data
     present = data.columns
     below = [pl.when(pl.col(column) > 0).then(pl.format(f"{name} {{}} GB",
@@ -457,7 +464,8 @@ def ttft_vs_cache_capacity_chart(frame: Frame, *, fixed: Mapping[str, Any] | Non
         data = data.with_columns(policy=pl.lit("simulated"))
     if data.is_empty():
         return note_chart(alt, title, "no TTFT in these results")
-    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model", "workload")
+    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model", "workload") + menu_params(
+        alt, chart_slice)
     pick = legend_selection(alt, "policy")
     tooltip = [alt.Tooltip("policy:N"), alt.Tooltip("tiers:N", title="tiers"),
                alt.Tooltip("cache_capacity_gb:Q", title="HBM cache (GB)", format=",.3~g"),
