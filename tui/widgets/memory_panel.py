@@ -55,6 +55,11 @@ class MemoryPanel(Static):
         text.append("\n")
         text.append_text(Text("  ").join(Text(f"{character} {name}", colour)
                                          for name, character, colour in SEGMENTS))
-        for line, style in memory_lines(memory, figures.settings.context):
+        lines = memory_lines(memory, figures.settings.context)
+        for line, style in lines:
             text.append("\n" + line, style)
-        self.update(text)
+        # a layout pass (~tens of ms at 200×50) only when the warning comes or goes
+        layout, self._line_count = len(lines) != self._line_count, len(lines)
+        self.update(text, layout=layout)
+
+    _line_count = 0
