@@ -154,13 +154,17 @@ def with_memory_note(pl, data: pl.DataFrame, grid: Mapping[str, Any] | None,
     room = capacity - reserve  # what weights and KV may use on one GPU
     weights, kv = pl.col("weight_bytes"), pl.col("kv_bytes")
     needs = (weights * tp / room).ceil().cast(pl.Int64)
+    # 141.1 GB of weights on a 141 GB GPU: one decimal where whole GB would read equal
+    coarse = byte_text(pl, weights) == byte_text(pl, room)
+    weights_text, room_text = (
+        pl.when(coarse).then(pl.format("{} GB", (value / 1e9).round(1)))
+        .otherwise(byte_text(pl, value)) for value in (weights, room))
     note = (pl.when(pl.col("fits")).then(pl.format("fits: weights {} + KV {} of {}",
                                                    byte_text(pl, weights), byte_text(pl, kv),
                                                    byte_text(pl, room)))
             .when(capacity.is_null()).then(pl.lit("exceeds GPU memory"))
             .when(weights >= room).then(pl.format("weights {} > {}: needs TP ≥ {}",
-                                                  byte_text(pl, weights),
-                                                  byte_text(pl, room), needs))
+                                                  weights_text, room_text, needs))
             .otherwise(pl.format("KV {} > {} free", byte_text(pl, kv),
                                  byte_text(pl, room - weights))))
     return data.with_columns(memory=note)

@@ -277,3 +277,17 @@ def test_the_log_toggle_replots_throughput(result_dir, tmp_path):
 
     assert logged.errors == [] and logged.requests == []
     assert first_value(logged) == pytest.approx(math.log10(first_value(linear)), rel=1e-3)
+
+
+def test_a_reason_never_reads_as_equal_sizes():
+    """Llama-3-70B's 141.1 GB of bf16 weights on a 141 GB H200: whole GB would print
+    "141 GB > 141 GB"; a decimal tells them apart."""
+    from rooftui.sweeps.chart_marks import with_memory_note
+
+    data = pl.DataFrame({"gpu": ["h200", "h100-sxm", "h100-sxm"],
+                         "fits": [False, False, True],
+                         "weight_bytes": [141.1e9, 141.1e9, 16e9],
+                         "kv_bytes": [1e9, 1e9, 17e9], "memory_reserve_gb": [0.0, 0.0, 0.0]})
+    assert with_memory_note(pl, data, None)["memory"].to_list() == [
+        "weights 141.1 GB > 141.0 GB: needs TP ≥ 2", "weights 141 GB > 80 GB: needs TP ≥ 2",
+        "fits: weights 16 GB + KV 17 GB of 80 GB"]
