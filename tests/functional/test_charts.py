@@ -39,8 +39,10 @@ batch = [1, 8, 32, 128, 512]
 names = ["roofline", "throughput_vs_batch", "intensity_ceiling", "attention_share",
          "gpu_comparison"]
 """
-# What the default slice of GRID holds still: the lower median group size and context,
-# bf16 KV; dropdowns list GPUs and models in the grid's order and open on the first.
+# What the default slice of GRID holds still: the first model's own group size (Llama-3-8B:
+# 32 heads / 8 KV heads = 4, also the lower median), the lower median context, bf16 KV
+# (a menu opening there where the rows allow); dropdowns list GPUs and models in the
+# grid's order and open on the first.
 HELD = {"group_size": 4, "kv_dtype": "bf16"}
 GPUS, MODELS = ["h100-sxm", "a100-80gb"], ["llama-3-8b", "llama-2-7b"]
 FIRST_GPU, FIRST_MODEL = GPUS[0], MODELS[0]
