@@ -63,6 +63,12 @@ LABELS |= {"tp": "GPUs per replica", "max_batch": "max batch", "token_budget": "
            "price_per_gpu_hour": "price per GPU-hour", "prefix_cache": "prefix cache",
            "cache_capacity_gb": "HBM cache (GB)", "cpu_tier_gb": "CPU tier (GB)",
            "ssd_tier_gb": "SSD tier (GB)"}
+# the remaining step axes: assumptions, cluster layouts, the energy flag
+LABELS |= {"mfu": "mfu", "mbu": "mbu", "overlap": "overlap", "attention_flops": "attention FLOPs",
+           "attention_flops_assumed": "attention FLOPs", "activation_traffic": "activations",
+           "kv_write": "KV write", "energy": "energy", "pp": "pipeline stages",
+           "ep": "expert-parallel GPUs", "dp": "attention groups",
+           "micro_batches": "micro-batches", "system": "system", "max_gpus": "max GPUs"}
 MAX_ROWS = 15_000
 FLOOR = 4  # values a shown axis keeps before a GPU or model is cut
 CUT_LAST = ("gpu", "model")  # a GPU or model cut from a chart is hidden entirely

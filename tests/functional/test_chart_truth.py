@@ -291,3 +291,16 @@ def test_a_reason_never_reads_as_equal_sizes():
     assert with_memory_note(pl, data, None)["memory"].to_list() == [
         "weights 141.1 GB > 141.0 GB: needs TP ≥ 2", "weights 141 GB > 80 GB: needs TP ≥ 2",
         "fits: weights 16 GB + KV 17 GB of 80 GB"]
+
+
+def test_every_grid_axis_has_a_chart_label():
+    """A chart names each held axis in its subtitle: an axis without a label would end
+    the chart step of `sweep run` (it did for pp, ep, dp and system)."""
+    from rooftui.sweeps import grid, kinds
+    from rooftui.sweeps.chart_slices import LABELS
+
+    names = set(grid.PARAMETERS)
+    for parameters in grid.KIND_PARAMETERS.values():
+        names |= set(parameters)
+    names |= set(kinds.RENAMED.values())
+    assert sorted(name for name in names if name not in LABELS) == []
