@@ -4,7 +4,7 @@ candidate per point under a TTFT/TPOT objective: its sustained request rate or w
 fails, `sweep optimize`'s engine). `evaluator_for(grid)` picks the evaluator of a grid's
 kind; `step` grids keep the vectorised `Sweep`.
 
-Both evaluators have `Sweep`'s interface, so `sweep run` shards, resumes and distributes
+Each evaluator has `Sweep`'s interface, so `sweep run` shards, resumes and distributes
 them unchanged: `grid`, `column_types`, `result_types`, `dictionaries`, `input_columns`,
 `skipped_points`, `row_groups(start, stop)`, `unsupported_points(start, stop)`,
 `estimate_points`.
@@ -118,6 +118,8 @@ class PointwiseSweep:
 
     estimate_points = 2  # `sweep run --dry-run` times this many points
     group_points = 16  # points per yielded row group (progress is reported per group)
+    # parameters that are always columns, with the value a point resolves them to
+    resolved_parameters = ("weight_dtype", "kv_dtype", "compute_dtype", *ASSUMPTION_OVERRIDES)
 
     @property
     def result_types(self) -> dict[str, np.dtype]:
@@ -134,17 +136,13 @@ class PointwiseSweep:
                             "time; use fewer or shorter axes")
         profile = load_profile(grid.catalog_path(grid.profile)) if grid.profile else Assumptions()
         self.profile = profile
-        self.gpus = {name: load_gpu(grid.catalog_path(name)) for name in grid.values_of("gpu")}
         self.models = {name: load_model(grid.catalog_path(name))
                        for name in grid.values_of("model")}
-        self.max_batch = max(grid.values_of("max_batch"))
-        self._configs: dict[tuple, PointConfig] = {}
-        self._workloads: dict[tuple, Workload] = {}
-        self._costs: OrderedDict[tuple, StepCosts] = OrderedDict()
+        self._load_specs()
         self.parameter_columns = tuple(
             name for name in self.parameters
             if grid.given(name) or self.parameters[name].default is not None
-            or name in ("weight_dtype", "kv_dtype", "compute_dtype") or name in ASSUMPTION_OVERRIDES)
+            or name in self.resolved_parameters)
         self.dictionaries = {self._column(name): self._names(name)
                              for name in self.parameter_columns
                              if self.parameters[name].kind in STRING_KINDS}
@@ -192,68 +190,22 @@ class PointwiseSweep:
                 values[axis.name] = axis.values[digit]
         return values
 
-    def config(self, values: dict[str, Any]) -> PointConfig:
-        """The point's configuration (GPU, model, dtypes, tp, assumptions, price)."""
-        key = (*(values[name] for name in SETUP_KEYS), values.get("price_per_gpu_hour"))
-        if key not in self._configs:
-            assumptions = self.profile.with_overrides(
-                **{name: values[name] for name in ASSUMPTION_OVERRIDES})
-            self._configs[key] = PointConfig(
-                gpu=self.gpus[values["gpu"]], model=self.models[values["model"]],
-                weight_dtype=values["weight_dtype"], kv_dtype=values["kv_dtype"],
-                compute_dtype=values["compute_dtype"], tp=values["tp"],
-                assumptions=assumptions, price_per_gpu_hour=values.get("price_per_gpu_hour"))
-        return self._configs[key]
-
-    def workload(self, values: dict[str, Any]) -> Workload:
-        """The point's workload, its lengths overridden as the point gives them."""
-        key = tuple(values[name] for name in WORKLOAD_KEYS)
-        if key not in self._workloads:
-            name, input_tokens, output_tokens = key
-            try:
-                lengths = {column: parse_distribution(spec, column, read_trace_file)
-                           if spec else None for column, spec in
-                           (("input_tokens", input_tokens), ("output_tokens", output_tokens))}
-                self._workloads[key] = load_workload(self.grid.workload_path(name),
-                                                     read_trace_file).with_lengths(**lengths)
-            except SpecError as error:
-                raise SpecError(f"{self.grid.path} workload {name!r}: {error}") from None
-        return self._workloads[key]
-
-    def costs(self, values: dict[str, Any]) -> StepCosts:
-        """The step costs of a point's configuration, for the grid's largest max batch."""
-        key = tuple(values[name] for name in SETUP_KEYS)
-        if key not in self._costs:
-            config = self.config(values)
-            self._costs[key] = StepCosts(config.step_inputs(), config.assumptions,
-                                         self.max_batch)
-            if len(self._costs) > 4:
-                self._costs.popitem(last=False)
-        self._costs.move_to_end(key)
-        return self._costs[key]
-
-    def _check(self, values: dict[str, Any]) -> tuple[str, bool] | None:
-        """Why a point cannot run: (message, whether skip_unsupported may drop it)."""
-        config = self.config(values)  # errors about the configuration itself are raised
-        dtype = config.resolved_compute_dtype
-        if dtype not in config.gpu.tflops:
-            return (f"GPU {values['gpu']} has no {dtype} peak (compute_dtype {dtype}; it has "
-                    f"{', '.join(config.gpu.tflops)})", True)
-        self.workload(values)
-        return None
+    def resolved(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The point's values with `resolved_parameters` as the point resolves them."""
+        raise NotImplementedError
 
     def _row(self, point_id: int) -> dict[str, Any]:
         values = self.values(point_id)
-        config = self.config(values)
-        row = {}
-        for name in self.parameter_columns:
-            value = values[name]
-            if name in ("weight_dtype", "kv_dtype", "compute_dtype"):
-                value = getattr(config, f"resolved_{name}")
-            elif name in ASSUMPTION_OVERRIDES:
-                value = getattr(config.assumptions, name)
-            row[self._column(name)] = value
+        resolved = self.resolved(values)
+        row = {self._column(name): resolved[name] for name in self.parameter_columns}
         return row | self.evaluate(values)
+
+    def _load_specs(self) -> None:
+        """Read what the points share (spec files), before any point is checked."""
+
+    def _check(self, values: dict[str, Any]) -> tuple[str, bool] | None:
+        """Why a point cannot run: (message, whether skip_unsupported may drop it)."""
+        raise NotImplementedError
 
     def evaluate(self, values: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
@@ -296,7 +248,75 @@ def _dtype(kind: str) -> type:
     return np.float64
 
 
-class SimulateSweep(PointwiseSweep):
+class ServingSweep(PointwiseSweep):
+    """A point of a GPU, model, tensor parallelism, workload and scheduler (`simulate`,
+    `optimize`): its configuration, workload and step costs, shared between points."""
+
+    def _load_specs(self) -> None:
+        self.gpus = {name: load_gpu(self.grid.catalog_path(name))
+                     for name in self.grid.values_of("gpu")}
+        self.max_batch = max(self.grid.values_of("max_batch"))
+        self._configs: dict[tuple, PointConfig] = {}
+        self._workloads: dict[tuple, Workload] = {}
+        self._costs: OrderedDict[tuple, StepCosts] = OrderedDict()
+
+    def resolved(self, values: dict[str, Any]) -> dict[str, Any]:
+        config = self.config(values)
+        return (values | {name: getattr(config, f"resolved_{name}")
+                          for name in ("weight_dtype", "kv_dtype", "compute_dtype")}
+                | {name: getattr(config.assumptions, name) for name in ASSUMPTION_OVERRIDES})
+
+    def config(self, values: dict[str, Any]) -> PointConfig:
+        """The point's configuration (GPU, model, dtypes, tp, assumptions, price)."""
+        key = (*(values[name] for name in SETUP_KEYS), values.get("price_per_gpu_hour"))
+        if key not in self._configs:
+            assumptions = self.profile.with_overrides(
+                **{name: values[name] for name in ASSUMPTION_OVERRIDES})
+            self._configs[key] = PointConfig(
+                gpu=self.gpus[values["gpu"]], model=self.models[values["model"]],
+                weight_dtype=values["weight_dtype"], kv_dtype=values["kv_dtype"],
+                compute_dtype=values["compute_dtype"], tp=values["tp"],
+                assumptions=assumptions, price_per_gpu_hour=values.get("price_per_gpu_hour"))
+        return self._configs[key]
+
+    def workload(self, values: dict[str, Any]) -> Workload:
+        """The point's workload, its lengths overridden as the point gives them."""
+        key = tuple(values[name] for name in WORKLOAD_KEYS)
+        if key not in self._workloads:
+            name, input_tokens, output_tokens = key
+            try:
+                lengths = {column: parse_distribution(spec, column, read_trace_file)
+                           if spec else None for column, spec in
+                           (("input_tokens", input_tokens), ("output_tokens", output_tokens))}
+                self._workloads[key] = load_workload(self.grid.workload_path(name),
+                                                     read_trace_file).with_lengths(**lengths)
+            except SpecError as error:
+                raise SpecError(f"{self.grid.path} workload {name!r}: {error}") from None
+        return self._workloads[key]
+
+    def costs(self, values: dict[str, Any]) -> StepCosts:
+        """The step costs of a point's configuration, for the grid's largest max batch."""
+        key = tuple(values[name] for name in SETUP_KEYS)
+        if key not in self._costs:
+            config = self.config(values)
+            self._costs[key] = StepCosts(config.step_inputs(), config.assumptions,
+                                         self.max_batch)
+            if len(self._costs) > 4:
+                self._costs.popitem(last=False)
+        self._costs.move_to_end(key)
+        return self._costs[key]
+
+    def _check(self, values: dict[str, Any]) -> tuple[str, bool] | None:
+        config = self.config(values)  # errors about the configuration itself are raised
+        dtype = config.resolved_compute_dtype
+        if dtype not in config.gpu.tflops:
+            return (f"GPU {values['gpu']} has no {dtype} peak (compute_dtype {dtype}; it has "
+                    f"{', '.join(config.gpu.tflops)})", True)
+        self.workload(values)
+        return None
+
+
+class SimulateSweep(ServingSweep):
     """One `sweep simulate` per point."""
 
     def _add_metric_columns(self) -> None:
@@ -467,7 +487,7 @@ def _prefix_columns(simulation) -> dict[str, Any]:
     return row
 
 
-class OptimizeSweep(PointwiseSweep):
+class OptimizeSweep(ServingSweep):
     """One optimizer candidate per point: its sustained rate under the point's objective."""
 
     estimate_points = 1
