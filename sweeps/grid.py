@@ -3,8 +3,10 @@
 ```toml
 name = "default"          # names the output folder: outputs/<name>-<12 hex of the hash>/
 kind = "step"             # what a point is: "step" (one serving step, the default),
-                          # "simulate" (one serving simulation) or "optimize" (the sustained
-                          # request rate of one max batch and token budget under an SLO)
+                          # "simulate" (one serving simulation), "optimize" (the sustained
+                          # request rate of one max batch and token budget under an SLO) or
+                          # "disagg" (the best disaggregated and aggregated deployments
+                          # under TTFT and TPOT objectives, `sweep disagg`)
 description = "..."       # optional, free text
 profile = "ideal"         # optional assumption profile (a shipped name or a TOML path)
 skip_unsupported = false  # true: drop points whose GPU has no peak for the compute dtype
@@ -35,8 +37,10 @@ profile's mfu/mbu/reserve). Parallelism (`tp`, `pp`, `ep`, `dp`, `micro_batches`
 (`spec_tokens`, `acceptance`, `draft_model`), the experts' format, a price and energy
 are columns only in grids that give them; where such a grid crosses spec_tokens 0 with
 acceptance values, the acceptance does nothing at 0. Paths to GPU or model files are relative to the grid file.
-The other kinds have their own parameters (`KIND_PARAMETERS`: `sweep simulate`'s and
-`sweep optimize`'s options), evaluated one point at a time (rooftui.sweeps.kinds).
+The other kinds have their own parameters (`KIND_PARAMETERS`: `sweep simulate`'s,
+`sweep optimize`'s and `sweep disagg`'s options), evaluated one point at a time
+(rooftui.sweeps.kinds). A disagg grid that names no `[charts]` renders none (no chart
+reads its rows yet).
 
 Points: every axis (or zipped group of axes) is one digit of a mixed-radix number, the
 first axis most significant; a point's id is that number, so ids are dense, deterministic
@@ -81,7 +85,7 @@ from rooftui.core.workloads import TRACE_SUFFIXES
 
 GRID_KEYS = {"name", "kind", "description", "profile", "skip_unsupported", "fixed", "axes",
              "zip", "charts"}
-KINDS = ("step", "simulate", "optimize")
+KINDS = ("step", "simulate", "optimize", "disagg")
 SCALES = ("linear", "log2", "geometric")
 RANGE_KEYS = {"start", "stop", "scale", "step", "num"}
 ZIP_KEYS = {"axes"}
@@ -121,6 +125,7 @@ class Parameter:
     fixed_only: bool = False  # changes what is counted: one value per grid
     # a parquet column only when the grid gives it (its default adds nothing to a step)
     column_when_given: bool = False
+    bound: str = ""  # the `limits.BOUNDS` entry of its values when not its own name's
 
 
 _POINT_DEFAULTS = {f.name: f.default for f in fields(PointConfig)}
@@ -243,8 +248,30 @@ OPTIMIZE_PARAMETERS: dict[str, Parameter] = {
                                 "stops", 0.02),
     "price_per_gpu_hour": Parameter("amount", "adds the cost per million tokens"),
 }
+# `sweep disagg`'s options, with its defaults; a length given replaces the workload's mean
+DISAGG_PARAMETERS: dict[str, Parameter] = {
+    "model": replace(PARAMETERS["model"], default="llama-3-70b"),
+    "system": Parameter("system", "system (sweep specs list systems): its GPU, domain and "
+                        "network", "hgx-h200-ib"),
+    "workload": Parameter("workload", "length preset (sweep specs list workloads), preset "
+                          "TOML or trace CSV/parquet: its mean prompt and output lengths",
+                          "sharegpt-8k"),
+    "input_tokens": Parameter("positive_count", "prompt length instead of the workload's "
+                              "mean", bound="tokens"),
+    "output_tokens": Parameter("positive_count", "output length instead of the workload's "
+                               "mean", bound="tokens"),
+    "slo_ttft": Parameter("positive", "seconds: mean time-to-first-token objective", 1.0),
+    "slo_tpot": Parameter("positive", "seconds: time-per-output-token objective", 0.05),
+    **{name: PARAMETERS[name] for name in ("weight_dtype", "expert_dtype")},
+    "kv_dtype": Parameter("dtype", "KV-cache format", "bf16"),
+    "compute_dtype": PARAMETERS["compute_dtype"],
+    "max_gpus": Parameter("positive_count", "GPUs a deployment may use", 64),
+    "price_per_gpu_hour": Parameter("amount", "adds the cost per hour and per million "
+                                    "output tokens"),
+    **{name: PARAMETERS[name] for name in ASSUMPTION_OVERRIDES},
+}
 KIND_PARAMETERS = {"step": PARAMETERS, "simulate": SIMULATE_PARAMETERS,
-                   "optimize": OPTIMIZE_PARAMETERS}
+                   "optimize": OPTIMIZE_PARAMETERS, "disagg": DISAGG_PARAMETERS}
 
 
 @dataclass(frozen=True)
@@ -451,6 +478,8 @@ def parse_grid(text: str, path: Path) -> Grid:
     from rooftui.sweeps.charts import chart_settings
 
     chart_settings(charts, f"{where} [charts]", kind=kind)
+    if kind == "disagg" and "names" not in charts:
+        charts = {**charts, "names": []}  # no chart reads its rows: not the step charts
 
     parameters = KIND_PARAMETERS[kind]
     fixed = {}
@@ -604,10 +633,11 @@ def _check_value(key: str, parameter: Parameter, value: Any, where: str) -> Any:
         if not isinstance(value, bool):
             raise SpecError(f"{where}: expected true or false, got {value!r}")
         return value
-    bound, of_kind = limits.BOUNDS.get(key), KIND_BOUNDS[kind]
+    bound, of_kind = limits.BOUNDS.get(parameter.bound or key), KIND_BOUNDS[kind]
     if bound is None or bound.integer != of_kind.integer:
         bound = of_kind
-    elif of_kind.minimum < bound.minimum:  # a simulation's token_budget 0: the default
+    elif of_kind.minimum != bound.minimum:  # the kind's minimum wins: a simulation's
+        # token_budget 0 is its default; a disagg prompt (the "tokens" bound) is at least 1
         bound = replace(bound, minimum=of_kind.minimum, min_open=of_kind.min_open)
     return bound.check(value, key, where)
 

@@ -1,8 +1,9 @@
 """Grid kinds whose points are evaluated one at a time: `simulate` (one serving simulation
-per point, `sweep simulate`'s engine) and `optimize` (one (max batch, token budget)
+per point, `sweep simulate`'s engine), `optimize` (one (max batch, token budget)
 candidate per point under a TTFT/TPOT objective: its sustained request rate or why it
-fails, `sweep optimize`'s engine). `evaluator_for(grid)` picks the evaluator of a grid's
-kind; `step` grids keep the vectorised `Sweep`.
+fails, `sweep optimize`'s engine) and `disagg` (`sweep disagg`'s search per point, in
+rooftui.sweeps.kind_disagg). `evaluator_for(grid)` picks the evaluator of a grid's kind;
+`step` grids keep the vectorised `Sweep`.
 
 Each evaluator has `Sweep`'s interface, so `sweep run` shards, resumes and distributes
 them unchanged: `grid`, `column_types`, `result_types`, `dictionaries`, `input_columns`,
@@ -80,7 +81,8 @@ from rooftui.sweeps.optimize import (
 
 # Points per parquet file: a simulation takes 0.05-1 s, an optimize point (a dozen of them)
 # 1-10 s; shards of a few minutes at most, so that a killed run loses little.
-SHARD_POINTS = {"simulate": (16, 256), "optimize": (1, 16)}
+# A disagg point (one `sweep disagg`) takes 0.05-0.5 s.
+SHARD_POINTS = {"simulate": (16, 256), "optimize": (1, 16), "disagg": (16, 256)}
 # Each point is checked when the grid is loaded (~5 µs) and takes 0.05-10 s to evaluate:
 # a million is days of work on one core, more is refused before the check loops over it.
 MAX_POINTS = 10**6
@@ -105,6 +107,10 @@ def evaluator_for(grid: Grid):
         from rooftui.sweeps.evaluate import Sweep
 
         return Sweep(grid)
+    if grid.kind == "disagg":
+        from rooftui.sweeps.kind_disagg import DisaggSweep  # it builds on PointwiseSweep
+
+        return DisaggSweep(grid)
     return {"simulate": SimulateSweep, "optimize": OptimizeSweep}[grid.kind](grid)
 
 
