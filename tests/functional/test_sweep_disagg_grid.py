@@ -107,3 +107,9 @@ def test_bad_values_are_one_line_errors(tmp_path, fixed, needle):
     text = f'name = "x"\nkind = "disagg"\n[fixed]\n{fixed}\n'
     _, err = sweep("run", write(tmp_path, text), "--dry-run", expect=2)
     assert needle in err and err.count("\n") == 1, err
+
+
+def test_the_shipped_grid_loads():
+    shipped = Path(__file__).resolve().parents[2] / "specs/grids/disagg.toml"
+    out, _ = sweep("run", shipped, "--dry-run")
+    assert "grid disagg" in out and "points    32" in out
