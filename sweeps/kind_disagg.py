@@ -3,8 +3,9 @@ best disaggregated and best aggregated deployments as one row.
 
 Rows (after `point_id` and the parameter columns, as in rooftui.sweeps.kinds: the grid's
 model, system and workload names, the SLOs, `max_gpus`, the dtypes as the point resolves
-them, `mfu_assumed` / `mbu_assumed` / `memory_reserve_gb` from the profile; `input_tokens`,
-`output_tokens`, `expert_dtype` and `price_per_gpu_hour` only when the grid gives them):
+them, the profile's values as overridden (`mfu_assumed`, `mbu_assumed`, `memory_reserve_gb`,
+`overlap`, ...); `input_tokens`, `output_tokens`, `expert_dtype` and `price_per_gpu_hour`
+only when the grid gives them):
 
 - `mean_input_tokens`, `mean_output_tokens`: the lengths searched (given, or the
   workload's means), `sweep disagg --json`'s `input_tokens` and `output_tokens`.
