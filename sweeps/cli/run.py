@@ -83,17 +83,20 @@ def _parameters_help() -> str:
     from rooftui.sweeps.grid import KIND_PARAMETERS, PARAMETERS
 
     lines = ["\b", "Grid spec (example: specs/grid.toml): name, kind = \"step\" (or",
-             "\"simulate\", \"optimize\"), profile, skip_unsupported, [fixed] values, [axes]",
+             "\"simulate\", \"optimize\", \"disagg\"), profile, skip_unsupported, [fixed]",
+             "values, [axes]",
              "as lists or ranges { start, stop, scale = linear|log2|geometric, step | num },",
              "[[zip]] axes = [...] to pair axes, [charts].", "", "\b",
              "Grid parameters of kind \"step\" ([fixed] or [axes]; * only [fixed]):"]
     for name, p in PARAMETERS.items():
         default = "" if p.default is None else f" [default: {p.default}]"
         lines.append(f"  {name + ' *' * p.fixed_only:<20} {p.meaning}{default}")
-    for kind in ("simulate", "optimize"):
-        point = "simulation" if kind == "simulate" else "max batch and budget under an SLO"
-        lines += ["", "\b", f"Kind \"{kind}\" (one {point} per point): GPU, model, dtypes and",
-                  "profile values as above, and:"]
+    points = {"simulate": ("simulation", "GPU, model"),
+              "optimize": ("max batch and budget under an SLO", "GPU, model"),
+              "disagg": ("best disaggregated and aggregated deployment", "model")}
+    for kind, (point, names) in points.items():
+        lines += ["", "\b", f"Kind \"{kind}\" (one {point} per point): {names}, dtypes",
+                  "and profile values as above, and:"]
         for name, p in KIND_PARAMETERS[kind].items():
             if name in PARAMETERS:
                 continue
