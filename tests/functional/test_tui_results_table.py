@@ -15,7 +15,7 @@ from test_tui_support import (
     wait_for_results,
     write_results_dir,
 )
-from textual.widgets import DataTable, Input, Select
+from textual.widgets import DataTable, Input, Select, SelectionList
 
 from rooftui.sweeps.cli import cli
 from rooftui.tui.app import RooftuiApp
@@ -131,3 +131,24 @@ async def test_an_optimize_folder_filters_its_axes_and_opens_its_rows(optimize_d
         assert (settings.batch, settings.prefill) == (64, 1024 - 64)
         assert settings.context == round(row["decode_context"])
         assert settings.profile == "derated"
+
+
+@pilot_test
+async def test_the_column_picker_hides_and_keeps_the_order(results_dir):
+    async with RooftuiApp(results_dir).run_test(size=(120, 30)) as pilot:
+        screen = await wait_for_results(pilot)
+        await pilot.press("c")
+        await settle(pilot, until=lambda: pilot.app.screen.id == "columns")
+        picker = pilot.app.screen.query_one(SelectionList)
+        for column in ("model", "kv_dtype"):
+            picker.deselect(column)
+        await pilot.press("enter")
+        await settle(pilot, until=lambda: pilot.app.screen is screen)
+        table = screen.query_one(DataTable)
+        headings = [str(column.label) for column in table.ordered_columns]
+        assert headings[:4] == ["gpu", "batch", "context", "step"]
+        assert table.row_count == screen.page.frame.height
+        table.move_cursor(column=1)
+        await pilot.press("s")  # the cursor's column in the columns shown: batch
+        await settle(pilot)
+        assert "sorted by batch ↑" in shown_text(screen.query_one("#results-status"))

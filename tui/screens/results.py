@@ -54,6 +54,8 @@ class ResultsScreen(KeyboardScreen):
         Binding("slash", "typed_filter", "Filter", id="typed-filter",
                 tooltip="Filter by an expression (batch >= 64 and bound = 'compute') "
                         "or by text any text column contains"),
+        Binding("c", "pick_columns", "Columns", id="results-columns",
+                tooltip="Choose the columns the table shows"),
         Binding("v", "next_panel", "View", id="results-next-view"),
         Binding("f", "toggle_sidebar", "Filters", id="results-filters",
                 tooltip="Show or hide the filters, sort and plot choices (a narrow "
@@ -105,6 +107,7 @@ class ResultsScreen(KeyboardScreen):
         self.directory = directory
         self.data: ResultsData | None = None  # once opened (polars loads then, in a worker)
         self.page: Page | None = None
+        self._columns: list[str] = []  # the table's, in order (`c` chooses)
         self.plot_sample = None
         self._hires = hires
         self._generation = {"page": 0, "plot": 0}
@@ -152,7 +155,8 @@ class ResultsScreen(KeyboardScreen):
                 Container(table, ResultsPlot(hires=self._hires, id="results-plot"),
                           id="results-panels"),
                 id="results-main"))
-        for column in data.table_columns:
+        self._columns = list(data.table_columns)
+        for column in self._columns:
             table.add_column(heading(column), key=column)
         self._show_panel(self._panel)
         table.focus()
@@ -223,11 +227,11 @@ class ResultsScreen(KeyboardScreen):
         cursor_column = table.cursor_column  # `s` again on the same column flips the order
         table.clear()
         # rich Text cells: plain strings would be parsed as markup, 5,000 times a page
-        columns = page.frame.columns
+        shown = page.frame.select(self._columns)
         table.add_rows([tuple(Text(cell(v, column), justify="right"
                                    if isinstance(v, int | float) else "left")
-                              for v, column in zip(row, columns, strict=True))
-                        for row in page.frame.iter_rows()])
+                              for v, column in zip(row, self._columns, strict=True))
+                        for row in shown.iter_rows()])
         table.move_cursor(row=0, column=cursor_column, animate=False)
         self._status_for(page)
 
@@ -286,7 +290,7 @@ class ResultsScreen(KeyboardScreen):
     def action_sort_cursor_column(self) -> None:
         table = self.query_one(DataTable)
         if table.columns:
-            self._sort_by(self.data.table_columns[table.cursor_column])
+            self._sort_by(self._columns[table.cursor_column])
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         self._sort_by(str(event.column_key.value))
@@ -296,6 +300,24 @@ class ResultsScreen(KeyboardScreen):
 
     def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
         self.open_row(event.coordinate.row)
+
+    def action_pick_columns(self) -> None:
+        from rooftui.tui.screens.columns import ColumnPicker
+
+        self.app.push_screen(ColumnPicker(self.data.table_columns, self._columns),
+                             callback=self._show_columns)
+
+    def _show_columns(self, columns: list[str] | None) -> None:
+        """The table with `columns` (None: as it was); the page is drawn again."""
+        if not columns or columns == self._columns:
+            return
+        self._columns = columns
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        for column in columns:
+            table.add_column(heading(column), key=column)
+        if self.page is not None:
+            self.post_message(self.PageLoaded(self._generation["page"], self.page))
 
     def action_typed_filter(self) -> None:
         self.query_one("#results-filter", Input).focus()
