@@ -92,12 +92,13 @@ class Efficiency:
 
     @property
     def is_ideal(self) -> bool:
-        return self == Efficiency()
+        return self == _IDEAL
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
 
+_IDEAL = Efficiency()  # built once: is_ideal runs on every step evaluation
 EFFICIENCY_KEYS = {f.name for f in fields(Efficiency)}
 
 

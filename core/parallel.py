@@ -62,7 +62,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from rooftui.core.step_parts import Linear, scaled
+from rooftui.core.elementwise import any_true, as_float64, maximum, minimum, where
+from rooftui.core.step_parts import Linear, is_scalar, scaled
 
 
 @functools.lru_cache(maxsize=256)
@@ -90,7 +91,7 @@ def busiest_skew(ep) -> np.ndarray:
     """(z^2 - 1)(1 - 2/ep) / 6: the pairs the loads' skew adds to the busiest (0 for one
     GPU, and for two, whose loads mirror each other)."""
     ep = np.asarray(ep, dtype=np.float64)
-    return np.where(ep > 1, (busiest_excess(ep) ** 2 - 1.0) * (1.0 - 2.0 / ep) / 6.0, 0.0)
+    return where(ep > 1, (busiest_excess(ep) ** 2 - 1.0) * (1.0 - 2.0 / ep) / 6.0, 0.0)
 
 
 def pair_variance(experts, experts_per_token, ep) -> np.ndarray:
@@ -99,7 +100,7 @@ def pair_variance(experts, experts_per_token, ep) -> np.ndarray:
     share = 1.0 / np.asarray(ep, dtype=np.float64)
     experts = np.asarray(experts, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(experts > 1, experts_per_token * share * (1.0 - share)
+        return where(experts > 1, experts_per_token * share * (1.0 - share)
                         * (experts - experts_per_token) / (experts - 1.0), 0.0)
 
 
@@ -118,9 +119,9 @@ def all_to_all_link(ep, gpus_per_domain, domain_rate, domain_latency, network_ra
     over ep GPUs: 1 / max(inside share / NVLink rate, outside share / network rate)."""
     ep = np.asarray(ep, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        inside = np.where(ep > 1, (np.minimum(ep, gpus_per_domain) - 1.0) / (ep - 1.0), 1.0)
-        rate = 1.0 / np.maximum(inside / domain_rate, (1.0 - inside) / network_rate)
-    return rate, np.where(ep > gpus_per_domain, network_latency, domain_latency)
+        inside = where(ep > 1, (minimum(ep, gpus_per_domain) - 1.0) / (ep - 1.0), 1.0)
+        rate = 1.0 / maximum(inside / domain_rate, (1.0 - inside) / network_rate)
+    return rate, where(ep > gpus_per_domain, network_latency, domain_latency)
 
 
 def stage_link(replica_gpus, gpus_per_domain, domain_rate, domain_latency, network_rate,
@@ -128,24 +129,23 @@ def stage_link(replica_gpus, gpus_per_domain, domain_rate, domain_latency, netwo
     """Bandwidth and latency of a pipeline stage boundary: NVLink while the replica's GPUs
     fit one domain, else the network."""
     inside = np.asarray(replica_gpus) <= gpus_per_domain
-    return (np.where(inside, domain_rate, network_rate),
-            np.where(inside, domain_latency, network_latency))
+    return (where(inside, domain_rate, network_rate),
+            where(inside, domain_latency, network_latency))
 
 
 def _is_one(value) -> bool:
-    return np.ndim(value) == 0 and float(value) == 1.0
+    return is_scalar(value, 1.0)
 
 
 class Layout:
     """The pp, ep, dp and micro-batch arrays of a grid, and what they do to its parts."""
 
     def __init__(self, inputs) -> None:
-        f64 = np.float64
-        self.pp = np.asarray(inputs.pp, dtype=f64)
-        self.ep = np.asarray(inputs.ep, dtype=f64)
-        self.dp = np.asarray(inputs.dp, dtype=f64)
+        self.pp = as_float64(inputs.pp)
+        self.ep = as_float64(inputs.ep)
+        self.dp = as_float64(inputs.dp)
         self.micro_batches = (self.pp if inputs.micro_batches is None
-                              else np.asarray(inputs.micro_batches, dtype=f64))
+                              else as_float64(inputs.micro_batches))
         self.pipelined = not (_is_one(inputs.pp) and _is_one(self.micro_batches))
         self.bubble = (self.micro_batches + self.pp - 1.0) / self.micro_batches
 
@@ -171,24 +171,24 @@ class Layout:
             return Linear(bytes_fixed=None if decode_only else bytes_per_token * inputs.prefill,
                           bytes_per_sequence=bytes_per_token * shape.queries)
 
-        if shape.routed and np.any(expert_parallel):
+        if shape.routed and any_true(expert_parallel):
             gemm = parts["gemm"]
-            pair_params = np.where(model.experts > 0, model.routed_expert_params
-                                   / np.maximum(model.experts, 1.0), 0.0)
+            pair_params = where(model.experts > 0, model.routed_expert_params
+                                   / maximum(model.experts, 1.0), 0.0)
             variance = pair_variance(model.experts, model.experts_per_token, self.ep)
             parts["gemm"] = replace(
                 gemm,
-                experts=np.where(expert_parallel, model.routed_expert_params
+                experts=where(expert_parallel, model.routed_expert_params
                                  * shape.expert_weight_bytes / self.ep, gemm.experts),
-                log_miss=np.where(expert_parallel, gemm.log_miss * self.dp, gemm.log_miss),
-                flops_sqrt=np.where(expert_parallel, 2.0 * pair_params
+                log_miss=where(expert_parallel, gemm.log_miss * self.dp, gemm.log_miss),
+                flops_sqrt=where(expert_parallel, 2.0 * pair_params
                                     * busiest_excess(self.ep) * np.sqrt(variance * self.dp),
                                     0.0),
                 flops_skew=2.0 * pair_params * busiest_skew(self.ep))
             # dispatch and combine: k copies per token, (ep - 1)/ep of them to other GPUs
             sent = (2.0 * model.experts_per_token * (1.0 - 1.0 / self.ep) / tp
                     * model.moe_layers * model.hidden * inputs.activation_bytes)
-            parts["all_to_all"] = per_token_link(np.where(expert_parallel, sent, 0.0))
+            parts["all_to_all"] = per_token_link(where(expert_parallel, sent, 0.0))
         elif np.ndim(inputs.ep) > 0:  # an ep axis: every block of a grid has the part
             parts["all_to_all"] = per_token_link(np.zeros(np.shape(inputs.ep)))
         if self.pipelined:
@@ -201,7 +201,7 @@ class Layout:
                 log_miss=gemm.log_miss / m,
                 flops_sqrt=None if gemm.flops_sqrt is None else gemm.flops_sqrt * np.sqrt(m),
                 flops_skew=None if gemm.flops_skew is None else gemm.flops_skew * m)
-            boundary = np.where(self.pp > 1, model.hidden * inputs.activation_bytes / tp, 0.0)
+            boundary = where(self.pp > 1, model.hidden * inputs.activation_bytes / tp, 0.0)
             parts["pipeline_transfer"] = per_token_link(boundary)
             shape.kv_read_per_sequence = shape.kv_read_per_sequence / self.pp
         return parts
@@ -213,10 +213,10 @@ class Layout:
         return {
             "communication": (inputs.interconnect, None),
             "draft_communication": (inputs.interconnect, None),
-            "all_to_all": (inputs.expert_link, np.where(
+            "all_to_all": (inputs.expert_link, where(
                 self.ep > 1, 2.0 * model.moe_layers / self.pp * m * inputs.expert_link_latency,
                 0.0)),
-            "pipeline_transfer": (inputs.stage_link, np.where(
+            "pipeline_transfer": (inputs.stage_link, where(
                 self.pp > 1, m * inputs.stage_link_latency, 0.0)),
         }
 
@@ -229,7 +229,7 @@ class Layout:
 
     def memory(self, resident_bytes, expert_bytes, kv_per_sequence, prompt_kv, shape):
         """Per GPU: resident weights, one sequence's KV, the prompt's KV."""
-        weights = np.where(self.ep > 1, shape.per_gpu(resident_bytes) + expert_bytes / self.ep,
+        weights = where(self.ep > 1, shape.per_gpu(resident_bytes) + expert_bytes / self.ep,
                            shape.per_gpu(resident_bytes + expert_bytes))
         return (weights / self.pp,
                 kv_per_sequence / self.pp, prompt_kv / self.pp)

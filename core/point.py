@@ -3,7 +3,8 @@ by the vectorised step model; the form `sweep point`, the TUI and the simulator 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import functools
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -19,7 +20,6 @@ from rooftui.core.systems import DOMAIN, NETWORK, System, load_system
 from rooftui.core.tables import (
     GPUTable,
     SystemTable,
-    assumptions_inputs,
     dtype_code,
     gather_step_inputs,
 )
@@ -164,24 +164,74 @@ class PointConfig:
         return []
 
     def step_inputs(self) -> StepInputs:
-        self.gpu.peak_flops(self.resolved_compute_dtype)  # a clear error if the GPU lacks it
-        models = [self.model] + ([self.draft_model] if self.draft_model else [])
+        """The step model's inputs: single numbers (numpy float64 scalars), the tables
+        behind them gathered once per (GPU, model, formats, layout, ...) and kept."""
         expert_dtype = self.resolved_expert_weight_dtype
-        return gather_step_inputs(
-            GPUTable.of([self.gpu]), ModelArrays.stack(models), gpu=0, model=0,
-            batch=self.batch, context=self.context, prefill=self.prefill,
-            prefill_context=self.prefill_context,
-            weight_dtype=dtype_code(self.resolved_weight_dtype),
-            kv_dtype=dtype_code(self.resolved_kv_dtype),
-            compute_dtype=dtype_code(self.resolved_compute_dtype),
-            expert_weight_dtype=None if expert_dtype is None else dtype_code(expert_dtype),
-            tp=self.tp, spec_tokens=self.spec_tokens, acceptance=self.acceptance or 0.0,
-            draft_model=1 if self.draft_model else None,
-            energy=self.energy, price_per_gpu_hour=self.price_per_gpu_hour,
-            pp=self.pp, ep=self.ep, dp=self.dp, micro_batches=self.micro_batches,
-            systems=None if self.system is None else SystemTable.of([self.system]),
-            system=None if self.system is None else 0,
-            **assumptions_inputs(self.assumptions))
+        inputs = _gathered_inputs(
+            _Spec(self.gpu), _Spec(self.model), _Spec(self.draft_model), _Spec(self.system),
+            self.resolved_weight_dtype, self.resolved_kv_dtype, self.resolved_compute_dtype,
+            expert_dtype, self.tp, self.spec_tokens, self.acceptance or 0.0, self.energy,
+            self.price_per_gpu_hour, self.pp, self.ep, self.dp, self.micro_batches,
+            self.assumptions.mfu, self.assumptions.mbu, self.assumptions.memory_reserve_gb)
+        return replace(inputs, batch=_F64(self.batch), context=_F64(self.context),
+                       prefill=_F64(self.prefill), prefill_context=_F64(self.prefill_context))
+
+
+_F64 = np.float64
+
+
+class _Spec:
+    """A GPU, model or system (or None) as a cache key: the same object hits at once, an
+    equal one after comparing fields (specs hold dicts, so they have no hash of their own)."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec) -> None:
+        self.spec = spec
+
+    def __hash__(self) -> int:
+        return hash(None if self.spec is None else self.spec.name)
+
+    def __eq__(self, other) -> bool:
+        return self.spec is other.spec or self.spec == other.spec
+
+
+@functools.lru_cache(maxsize=256)
+def _gathered_inputs(gpu, model, draft_model, system, weight_dtype, kv_dtype,
+                     compute_dtype, expert_dtype, tp, spec_tokens, acceptance, energy,
+                     price_per_gpu_hour, pp, ep, dp, micro_batches, mfu, mbu,
+                     memory_reserve_gb) -> StepInputs:
+    """One configuration's StepInputs but its batch and lengths, built from one-entry
+    tables (most of a single evaluation's cost before this cache)."""
+    gpu.spec.peak_flops(compute_dtype)  # a clear error if the GPU lacks it
+    models = [model.spec] + ([draft_model.spec] if draft_model.spec else [])
+    inputs = gather_step_inputs(
+        GPUTable.of([gpu.spec]), ModelArrays.stack(models), gpu=0, model=0,
+        batch=0.0, context=0.0, prefill=0.0, prefill_context=0.0,
+        weight_dtype=dtype_code(weight_dtype), kv_dtype=dtype_code(kv_dtype),
+        compute_dtype=dtype_code(compute_dtype),
+        expert_weight_dtype=None if expert_dtype is None else dtype_code(expert_dtype),
+        tp=tp, spec_tokens=spec_tokens, acceptance=acceptance,
+        draft_model=1 if draft_model.spec else None,
+        energy=energy, price_per_gpu_hour=price_per_gpu_hour,
+        pp=pp, ep=ep, dp=dp, micro_batches=micro_batches,
+        systems=None if system.spec is None else SystemTable.of([system.spec]),
+        system=None if system.spec is None else 0,
+        mfu=mfu, mbu=mbu, memory_reserve_gb=memory_reserve_gb)
+    return _single_numbers(inputs)
+
+
+def _single_numbers(values):
+    """`values` (StepInputs or ModelArrays) with each 0-d array as a numpy scalar: the
+    same IEEE arithmetic, at a fraction of an array's cost per operation."""
+    changes = {}
+    for item in fields(values):
+        value = getattr(values, item.name)
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            changes[item.name] = value[()]
+        elif isinstance(value, ModelArrays):
+            changes[item.name] = _single_numbers(value)
+    return replace(values, **changes)
 
 
 # what a profile assumes that one configuration may override (None: the profile's)
@@ -213,8 +263,8 @@ def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = N
 def evaluate_point(config: PointConfig) -> dict[str, float | bool]:
     """The step model's metrics for one configuration, as Python scalars."""
     arrays = evaluate_step(config.step_inputs(), config.assumptions, config.tpot_budget)
-    return {key: value.item() for key, value in
-            ((k, np.asarray(v)) for k, v in arrays.items())}
+    return {key: value.item() if isinstance(value, np.generic | np.ndarray) else value
+            for key, value in arrays.items()}
 
 
 def _finite(value: float | None) -> float | None:

@@ -90,6 +90,7 @@ import numpy as np
 
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.efficiency import fixed_step_time, part_efficiencies
+from rooftui.core.elementwise import all_true, any_true, as_float64, floor, maximum, minimum, where
 from rooftui.core.model import ModelArrays
 from rooftui.core.parallel import Layout
 from rooftui.core.step_parts import Linear, is_scalar, plus, scaled
@@ -143,7 +144,7 @@ class StepInputs:
 
 def _window_integral(x: np.ndarray, window: np.ndarray) -> np.ndarray:
     """Integral of min(window, t) dt from 0 to x: keys attended by a causal run of queries."""
-    capped = np.minimum(x, window)
+    capped = minimum(x, window)
     return capped * x - 0.5 * capped * capped
 
 
@@ -162,7 +163,7 @@ class _Shape:
             kv_elements = kv_elements + model.kv_latent
         self.attention_params = (model.attention_fixed_params
                                  + model.kv_proj_params_per_kv_head * inputs.kv_heads)
-        self.routed = bool(np.any(model.routed_expert_params))
+        self.routed = any_true(model.routed_expert_params)
         self.expert_weight_bytes = (inputs.weight_bytes if inputs.expert_weight_bytes is None
                                     else inputs.expert_weight_bytes)
         full_layers = model.layers - model.windowed_layers
@@ -171,36 +172,36 @@ class _Shape:
         self.kv_bytes_per_token = self.kv_token_layer_bytes * model.layers
         # layer-keys one decode sequence holds in its cache
         self.cached_keys = (full_layers * context
-                            + model.windowed_layers * np.minimum(context, model.window))
+                            + model.windowed_layers * minimum(context, model.window))
         # layer-keys the prompt of the prefill chunk holds once it is done
         prompt_end = inputs.prefill_context + inputs.prefill
         self.prompt_keys = (None if is_scalar(prompt_end, 0) else
                             full_layers * prompt_end
-                            + model.windowed_layers * np.minimum(prompt_end, model.window))
+                            + model.windowed_layers * minimum(prompt_end, model.window))
         self.speculating = not is_scalar(inputs.spec_tokens, 0)
         if self.speculating:
-            k = np.asarray(inputs.spec_tokens, dtype=np.float64)
-            a = np.asarray(inputs.acceptance, dtype=np.float64)
+            k = as_float64(inputs.spec_tokens)
+            a = as_float64(inputs.acceptance)
             self.queries = k + 1.0
             with np.errstate(divide="ignore", invalid="ignore"):
-                self.tokens_per_step = np.where(a < 1, (1 - a ** (k + 1)) / (1 - a), k + 1)
+                self.tokens_per_step = where(a < 1, (1 - np.power(a, k + 1)) / (1 - a), k + 1)
             last = context + k  # the last verified query attends S + k keys
             middle = context + 0.5 * k
             decode_keys = (full_layers * last
-                           + model.windowed_layers * np.minimum(last, model.window))
+                           + model.windowed_layers * minimum(last, model.window))
             decode_pairs = (full_layers * (self.queries * middle)
                             + model.windowed_layers * self.queries
-                            * np.minimum(middle, model.window))
+                            * minimum(middle, model.window))
         else:
             self.queries = self.tokens_per_step = 1.0
             decode_keys = decode_pairs = self.cached_keys
         self.split = not is_scalar(inputs.tp, 1)
         if self.split:
-            self.tp = np.asarray(inputs.tp, dtype=np.float64)
+            self.tp = as_float64(inputs.tp)
             # KV heads that can be split: the model's (MLA: one latent for all heads)
             kv_units = (inputs.kv_heads if is_scalar(model.kv_latent, 0)
-                        else np.where(model.kv_latent > 0, 1.0, inputs.kv_heads))
-            self.kv_share = np.maximum(1.0 / self.tp, 1.0 / kv_units)
+                        else where(model.kv_latent > 0, 1.0, inputs.kv_heads))
+            self.kv_share = maximum(1.0 / self.tp, 1.0 / kv_units)
         self.parts = self._parts(inputs, assumptions, full_layers=full_layers,
                                  kv_elements=kv_elements, prompt_end=prompt_end,
                                  decode_keys=decode_keys, decode_pairs=decode_pairs)
@@ -213,7 +214,7 @@ class _Shape:
             self.timed_parts = self._timed_parts(inputs, efficiency)
             self.fixed_time = fixed_step_time(model.layers, efficiency)
         if inputs.draft is not None and self.speculating:
-            k = np.asarray(inputs.spec_tokens, dtype=np.float64)
+            k = as_float64(inputs.spec_tokens)
             self.draft = _Shape(_draft_inputs(inputs), assumptions)
             for name, part in self.draft.parts.items():
                 self.parts[f"draft_{name}"] = part.times(k)
@@ -275,7 +276,7 @@ class _Shape:
             # as bytes at the link rate, which the efficiency then divides back out
             # (none where a grid's replica is one GPU, whose link rate is then infinite)
             collectives = 2.0 * model.layers + (model.lm_head_params > 0)
-            padding["communication"] = Linear(bytes_fixed=np.where(
+            padding["communication"] = Linear(bytes_fixed=where(
                 self.tp > 1, collectives * efficiency.allreduce_overhead_s
                 * inputs.interconnect * efficiency.interconnect_efficiency, 0.0))
         self.padding, self.fractions, timed = padding, {}, {}
@@ -312,7 +313,7 @@ class _Shape:
             experts=(self.per_gpu(model.routed_expert_params * self.expert_weight_bytes)
                      if self.routed else None),
             # miss 0 (k = E: every token reads every expert) as e^-690: 1 at T = 0, else 0
-            log_miss=np.log(np.maximum(model.expert_miss, 1e-300)) if self.routed else 0.0,
+            log_miss=np.log(maximum(model.expert_miss, 1e-300)) if self.routed else 0.0,
             queries=self.queries, prefill=prefill)
 
         attention_fixed_flops = attention_fixed_bytes = None
@@ -325,7 +326,7 @@ class _Shape:
                     cached, model.window)
             else:
                 pairs_full = prefill * end
-                pairs_windowed = prefill * np.minimum(end, model.window)
+                pairs_windowed = prefill * minimum(end, model.window)
             pairs = full_layers * pairs_full + model.windowed_layers * pairs_windowed
             attention_fixed_flops = model.attention_flops_per_key * pairs
             attention_fixed_bytes = self.kv_token_layer_bytes * self.prompt_keys * has_prefill
@@ -387,12 +388,12 @@ def _times(costs, compute_rate, memory_rate, links, compute_bound=None):
         if name in LINK_PARTS:  # no link traffic takes no time, even with no interconnect
             rate, latency = links[name]
             seconds = nbytes / rate if latency is None else nbytes / rate + latency
-            times[name] = np.where(nbytes > 0, seconds, 0.0)
+            times[name] = where(nbytes > 0, seconds, 0.0)
         elif flops is None:
             times[name] = nbytes / memory_rate
         else:
             compute, memory = flops / compute_rate, nbytes / memory_rate
-            times[name] = np.maximum(compute, memory)
+            times[name] = maximum(compute, memory)
             if compute_bound is not None:
                 compute_bound[name] = compute > memory
     return times
@@ -403,10 +404,10 @@ def _step_time(costs, part_times, assumptions, compute_rate, memory_rate):
         return sum(part_times.values())
     flops = plus(*(f for f, _ in costs.values()))
     nbytes = sum(b for name, (_, b) in costs.items() if name not in LINK_PARTS)
-    step = np.maximum(flops / compute_rate, nbytes / memory_rate)
+    step = maximum(flops / compute_rate, nbytes / memory_rate)
     for name in LINK_PARTS:
         if name in part_times:
-            step = np.maximum(step, part_times[name])
+            step = maximum(step, part_times[name])
     return step
 
 
@@ -461,7 +462,7 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
     `cost_per_million_tokens` when their inputs are given; `max_batch_for_tpot` with a
     budget."""
     shape = _Shape(inputs, assumptions)
-    batch = np.asarray(inputs.batch, dtype=np.float64)
+    batch = as_float64(inputs.batch)
     compute_rate = inputs.mfu * inputs.peak_flops
     memory_rate = inputs.mbu * inputs.bandwidth
     links = shape.links
@@ -477,14 +478,14 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
     step_time = _step_time(timed, part_times, assumptions, compute_rate, memory_rate)
     if shape.calibrated:  # an empty step (no token) runs nothing and pays nothing
         busy = batch * shape.queries + inputs.prefill > 0
-        part_times = {name: np.where(busy, time, 0.0) for name, time in part_times.items()}
-        step_time = np.where(busy, step_time, 0.0)
+        part_times = {name: where(busy, time, 0.0) for name, time in part_times.items()}
+        step_time = where(busy, step_time, 0.0)
 
     flops = plus(*(f for f, _ in costs.values()))
     nbytes = sum(b for name, (_, b) in costs.items() if name not in LINK_PARTS)
     sum_of_parts = step_time if assumptions.overlap == "parts" else sum(part_times.values())
     if shape.calibrated:
-        overhead = np.where(busy, shape.fixed_time, 0.0)
+        overhead = where(busy, shape.fixed_time, 0.0)
         step_time = step_time + overhead
     new_tokens = batch * shape.tokens_per_step if shape.speculating else batch
 
@@ -493,7 +494,7 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
             "step_time_s": step_time,
             "tokens_per_s": new_tokens / step_time,
             "prefill_tokens_per_s": inputs.prefill / step_time,
-            "per_user_tokens_per_s": np.where(batch > 0, shape.tokens_per_step / step_time,
+            "per_user_tokens_per_s": where(batch > 0, shape.tokens_per_step / step_time,
                                               0.0),
             "flops": flops,
             "bytes": nbytes,
@@ -533,7 +534,7 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
         weight_bytes, kv_per_sequence, prompt_kv = _memory(inputs, shape)
         if shape.draft is not None:
             draft_weights, draft_kv, _ = _memory(_draft_inputs(inputs), shape.draft)
-            drafting = np.asarray(inputs.spec_tokens) > 0
+            drafting = as_float64(inputs.spec_tokens) > 0
             weight_bytes = weight_bytes + draft_weights * drafting
             kv_per_sequence = kv_per_sequence + draft_kv * drafting
         kv_bytes = batch * kv_per_sequence + prompt_kv
@@ -541,7 +542,7 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
         out["weight_bytes"] = weight_bytes
         out["kv_bytes"] = kv_bytes
         out["kv_bytes_per_token"] = shape.kv_bytes_per_token
-        out["max_batch"] = np.where(free > 0, np.floor(free / kv_per_sequence), 0.0)
+        out["max_batch"] = where(free > 0, floor(free / kv_per_sequence), 0.0)
         out["fits"] = weight_bytes + kv_bytes + inputs.memory_reserve <= inputs.memory
 
         # decode as B grows without bound: the weights amortise away, what each sequence
@@ -568,14 +569,15 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
                                                   * gpu_seconds_per_token)
 
     if tpot_budget is not None:
-        budget = np.asarray(tpot_budget, dtype=np.float64) * shape.tokens_per_step
+        budget = as_float64(tpot_budget) * shape.tokens_per_step
         if shape.calibrated:  # the overheads come off the budget of every B >= 1
             budget = budget - shape.fixed_time
         # solved once per configuration but the batch, then shown at every batch
         largest = _max_batch_for_budget(shape, assumptions, compute_rate, memory_rate,
                                         links, budget)
-        out["max_batch_for_tpot"] = np.broadcast_to(
-            largest, np.broadcast_shapes(np.shape(largest), np.shape(batch)))
+        full = np.broadcast_shapes(np.shape(largest), np.shape(batch))
+        out["max_batch_for_tpot"] = (largest if np.shape(largest) == full
+                                     else np.broadcast_to(largest, full))
     return out
 
 
@@ -630,7 +632,7 @@ def _sqrt_tangent(part: Linear):
     or above it for every B (the root is concave)."""
     at_one = np.sqrt(part.tokens(1.0))
     with np.errstate(divide="ignore", invalid="ignore"):
-        slope = np.where(at_one > 0, 0.5 * part.queries / at_one, 0.0)
+        slope = where(at_one > 0, 0.5 * part.queries / at_one, 0.0)
     return at_one - slope, slope
 
 
@@ -655,9 +657,9 @@ def _dominant(branches):
     memory-bound at any batch), which saves the solver every combination with the other."""
     (compute_at_zero, compute_slope), (memory_at_zero, memory_slope) = branches
     compute_at_one, memory_at_one = compute_at_zero + compute_slope, memory_at_zero + memory_slope
-    if np.all((memory_at_one >= compute_at_one) & (memory_slope >= compute_slope)):
+    if all_true((memory_at_one >= compute_at_one) & (memory_slope >= compute_slope)):
         return branches[1:]
-    if np.all((compute_at_one >= memory_at_one) & (compute_slope >= memory_slope)):
+    if all_true((compute_at_one >= memory_at_one) & (compute_slope >= memory_slope)):
         return branches[:1]
     return branches
 
@@ -681,11 +683,11 @@ def _max_batch_for_budget(shape, assumptions, compute_rate, memory_rate, links, 
                                      links, budget, binding=routed)
     if not routed:
         return low
-    trial = np.where(np.isfinite(low), low + 1.0, 1.0)
+    trial = where(np.isfinite(low), low + 1.0, 1.0)
     overshoot = binding[0] + binding[1] * trial - budget
     unread = _concave_slack(shape.timed_parts, trial, compute_rate, links, memory_rate)
     open_ = np.isfinite(low) & (overshoot <= unread * (1 + 1e-9))
-    if not np.any(open_):
+    if not any_true(open_):
         return low
     full = np.broadcast_shapes(np.shape(low), np.shape(open_))
     index = np.flatnonzero(np.broadcast_to(open_, full))
@@ -695,9 +697,9 @@ def _max_batch_for_budget(shape, assumptions, compute_rate, memory_rate, links, 
     time, rate = _time_and_rate(parts, rates, assumptions, trial_)
     fits = time <= budget_
     settled = _settle(parts, rates, assumptions, budget_, trial_, time, rate,
-                      np.where(fits, 2.0 ** 52, trial_))
+                      where(fits, 2.0 ** 52, trial_))
     low = np.array(np.broadcast_to(low, full)).reshape(-1)
-    low[index] = np.where(fits, settled, low[index])
+    low[index] = where(fits, settled, low[index])
     return low.reshape(full)
 
 
@@ -745,15 +747,15 @@ def _settle(parts, rates, assumptions, budget, low, time, rate, high):
                                  *_restricted(index, size, budget, low, time, rate, high))
             return low
         with np.errstate(divide="ignore", invalid="ignore"):
-            newton = np.floor(low + (budget - time) / rate)
-        candidate = np.where(newton > high, np.ceil(0.5 * (low + high)),
-                             np.maximum(newton, low + 1.0))
-        candidate = np.minimum(candidate, np.maximum(high, low))
+            newton = floor(low + (budget - time) / rate)
+        candidate = where(newton > high, np.ceil(0.5 * (low + high)),
+                             maximum(newton, low + 1.0))
+        candidate = minimum(candidate, maximum(high, low))
         trial_time, trial_rate = _time_and_rate(parts, rates, assumptions, candidate)
         fits = (trial_time <= budget) & unsettled
-        low = np.where(fits, candidate, low)
-        time, rate = np.where(fits, trial_time, time), np.where(fits, trial_rate, rate)
-        high = np.where(fits | ~unsettled, high, candidate - 1.0)
+        low = where(fits, candidate, low)
+        time, rate = where(fits, trial_time, time), where(fits, trial_rate, rate)
+        high = where(fits | ~unsettled, high, candidate - 1.0)
 
 
 def _time_and_rate(parts, rates, assumptions, batch):
@@ -769,7 +771,7 @@ def _time_and_rate(parts, rates, assumptions, batch):
         elif flops is None:
             slopes[name] = bytes_rate / memory_rate
         else:
-            slopes[name] = np.where(flops / compute_rate >= nbytes / memory_rate,
+            slopes[name] = where(flops / compute_rate >= nbytes / memory_rate,
                                     flops_rate / compute_rate, bytes_rate / memory_rate)
     if assumptions.overlap == "parts":
         return sum(times.values()), sum(slopes.values())
@@ -777,12 +779,12 @@ def _time_and_rate(parts, rates, assumptions, batch):
     compute_time, memory_time, compute_slope, memory_slope = (
         plus(*(value[j] for value in hbm)) / rate
         for j, rate in enumerate((compute_rate, memory_rate, compute_rate, memory_rate)))
-    time = np.maximum(compute_time, memory_time)
-    rate = np.where(compute_time >= memory_time, compute_slope, memory_slope)
+    time = maximum(compute_time, memory_time)
+    rate = where(compute_time >= memory_time, compute_slope, memory_slope)
     for name in parts:
         if name in LINK_PARTS:
-            rate = np.where(times[name] > time, slopes[name], rate)
-            time = np.maximum(time, times[name])
+            rate = where(times[name] > time, slopes[name], rate)
+            time = maximum(time, times[name])
     return time, rate
 
 
@@ -813,10 +815,10 @@ def _linear_max_batch(shape, assumptions, compute_rate, memory_rate, links, budg
             bound = (budget - intercept) / slope
             if binding:
                 tighter = bound < limit
-                bound_by = (np.where(tighter, intercept, bound_by[0]),
-                            np.where(tighter, slope, bound_by[1]))
-            limit = np.minimum(limit, bound)
-    return np.where(limit >= 1, np.floor(limit), 0.0), bound_by
+                bound_by = (where(tighter, intercept, bound_by[0]),
+                            where(tighter, slope, bound_by[1]))
+            limit = minimum(limit, bound)
+    return where(limit >= 1, floor(limit), 0.0), bound_by
 
 
 def _summed(lines):

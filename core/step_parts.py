@@ -8,11 +8,13 @@ from typing import Any
 
 import numpy as np
 
+from rooftui.core.elementwise import where
+
 
 def is_scalar(value, number: float) -> bool:
     """True when `value` is the plain number `number` for the whole grid (a feature
     switched off, no prefill), so the arithmetic it would cancel can be skipped."""
-    return np.ndim(value) == 0 and float(value) == number
+    return (type(value) is not np.ndarray or value.ndim == 0) and float(value) == number
 
 
 def plus(*terms):
@@ -64,7 +66,7 @@ class Linear:
             flops = flops + self.flops_sqrt * root + self.flops_skew * (root > 0)
             if rates:  # d/dB of sqrt(q B + prefill)
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    sqrt_growth = np.where(root > 0, 0.5 * self.flops_sqrt * self.queries
+                    sqrt_growth = where(root > 0, 0.5 * self.flops_sqrt * self.queries
                                            / root, 0.0)
         if self.weights is not None:
             tokens = self.tokens(batch)
