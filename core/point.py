@@ -173,8 +173,8 @@ class PointConfig:
             expert_dtype, self.tp, self.spec_tokens, self.acceptance or 0.0, self.energy,
             self.price_per_gpu_hour, self.pp, self.ep, self.dp, self.micro_batches,
             self.assumptions.mfu, self.assumptions.mbu, self.assumptions.memory_reserve_gb)
-        return replace(inputs, batch=_F64(self.batch), context=_F64(self.context),
-                       prefill=_F64(self.prefill), prefill_context=_F64(self.prefill_context))
+        return StepInputs(**inputs, batch=_F64(self.batch), context=_F64(self.context),
+                          prefill=_F64(self.prefill), prefill_context=_F64(self.prefill_context))
 
 
 _F64 = np.float64
@@ -200,9 +200,9 @@ class _Spec:
 def _gathered_inputs(gpu, model, draft_model, system, weight_dtype, kv_dtype,
                      compute_dtype, expert_dtype, tp, spec_tokens, acceptance, energy,
                      price_per_gpu_hour, pp, ep, dp, micro_batches, mfu, mbu,
-                     memory_reserve_gb) -> StepInputs:
-    """One configuration's StepInputs but its batch and lengths, built from one-entry
-    tables (most of a single evaluation's cost before this cache)."""
+                     memory_reserve_gb) -> dict:
+    """One configuration's StepInputs fields but its batch and lengths, built from
+    one-entry tables (most of a single evaluation's cost before this cache)."""
     gpu.spec.peak_flops(compute_dtype)  # a clear error if the GPU lacks it
     models = [model.spec] + ([draft_model.spec] if draft_model.spec else [])
     inputs = gather_step_inputs(
@@ -218,7 +218,8 @@ def _gathered_inputs(gpu, model, draft_model, system, weight_dtype, kv_dtype,
         systems=None if system.spec is None else SystemTable.of([system.spec]),
         system=None if system.spec is None else 0,
         mfu=mfu, mbu=mbu, memory_reserve_gb=memory_reserve_gb)
-    return _single_numbers(inputs)
+    return {name: value for name, value in vars(_single_numbers(inputs)).items()
+            if name not in ("batch", "context", "prefill", "prefill_context")}
 
 
 def _single_numbers(values):
@@ -263,8 +264,16 @@ def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = N
 def evaluate_point(config: PointConfig) -> dict[str, float | bool]:
     """The step model's metrics for one configuration, as Python scalars."""
     arrays = evaluate_step(config.step_inputs(), config.assumptions, config.tpot_budget)
-    return {key: value.item() if isinstance(value, np.generic | np.ndarray) else value
+    return {key: _PYTHON_SCALAR.get(type(value), _item)(value)
             for key, value in arrays.items()}
+
+
+# the step model's scalar types, as Python's (`.item()` costs several times more)
+_PYTHON_SCALAR = {np.float64: float, np.bool_: bool, float: float, bool: bool}
+
+
+def _item(value):
+    return np.asarray(value).item()
 
 
 def _finite(value: float | None) -> float | None:

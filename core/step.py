@@ -88,6 +88,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from rooftui.core import step_chunks
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.efficiency import fixed_step_time, part_efficiencies
 from rooftui.core.elementwise import all_true, any_true, as_float64, floor, maximum, minimum, where
@@ -460,7 +461,19 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
     parts present (`PARTS`); `expected_tokens_per_step` when speculating;
     `tokens_per_s_per_gpu` with tensor parallelism; `energy_j_per_token` and
     `cost_per_million_tokens` when their inputs are given; `max_batch_for_tpot` with a
-    budget."""
+    budget. A large grid is evaluated in blocks of rows (`core.step_chunks`)."""
+    blocks = step_chunks.row_blocks(inputs, tpot_budget)
+    if blocks is not None:
+        grid, rows = blocks
+        out = step_chunks.joined([_evaluate(
+            step_chunks.sliced(inputs, block, grid), assumptions,
+            step_chunks.sliced(tpot_budget, block, grid)) for block in rows], rows, grid)
+        if out is not None:
+            return out
+    return _evaluate(inputs, assumptions, tpot_budget)
+
+
+def _evaluate(inputs: StepInputs, assumptions: Assumptions, tpot_budget) -> dict:
     shape = _Shape(inputs, assumptions)
     batch = as_float64(inputs.batch)
     compute_rate = inputs.mfu * inputs.peak_flops
