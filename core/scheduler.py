@@ -243,6 +243,10 @@ class StepCosts:
             flops = [_quadratic(chunk[f"{p}_flops"][rows].tolist()) for p in self.parts]
             nbytes = [_quadratic(chunk[f"{p}_bytes"][rows].tolist()) for p in self.parts]
             self.chunk_regimes.append((n0, c0, flops, nbytes))
+        # what `time` needs: no chunk GEMM bytes (the weights are read once per step)
+        self._chunk_step_terms = [
+            (n0, c0, flops, [terms for p, terms in enumerate(nbytes) if p != self.gemm])
+            for n0, c0, flops, nbytes in self.chunk_regimes]
 
     def _fit_weight_bytes(self) -> None:
         """GEMM bytes as a function of the step's tokens: constant for dense models."""
@@ -287,49 +291,58 @@ class StepCosts:
              chunks=()) -> float:
         """Seconds for `batch` decodes with these summed contexts (sum of S_i and of
         min(S_i, window)) plus prefill `chunks` [(tokens, cached), ...]. The simulator's
-        inner loop: plain floats, no numpy."""
-        beyond = sum_context - sum_window_context
+        inner loop: plain floats, no numpy, each sum in the order the checks above pinned
+        (the parts' FLOPs and bytes over the chunks in the chunks' order)."""
         tokens = batch
-        if chunks:
-            window = self.window
-            chunk_flops = [0.0] * len(self.parts)
-            chunk_bytes = [0.0] * len(self.parts)
-            for n, c in chunks:
-                tokens += n
-                n0, c0, flop_terms, byte_terms = self.chunk_regimes[
-                    0 if c + n <= window else 1 if c < window else 2]
-                u, v = n - n0, c - c0
-                uu, uv, vv = u * u, u * v, v * v
-                for i, (f00, a, b, d, e, g) in enumerate(flop_terms):
-                    chunk_flops[i] += f00 + a * u + b * v + d * uu + e * uv + g * vv
-                for i, (f00, a, b, d, e, g) in enumerate(byte_terms):
-                    chunk_bytes[i] += f00 + a * u + b * v + d * uu + e * uv + g * vv
-        weights = self.weight_bytes(int(tokens))
-        compute, memory, link, gemm = (self.compute_rate, self.memory_rate, self.link_rate,
-                                       self.gemm)
-        timing, sequences = self.timing, batch + len(chunks)
+        chunk_flops = chunk_bytes = None
+        for n, c in chunks:
+            tokens += n
+            n0, c0, flop_terms, byte_terms = self._chunk_step_terms[
+                0 if c + n <= self.window else 1 if c < self.window else 2]
+            u, v = n - n0, c - c0
+            uu, uv, vv = u * u, u * v, v * v
+            flops = [f00 + a * u + b * v + d * uu + e * uv + g * vv
+                     for f00, a, b, d, e, g in flop_terms]
+            nbytes = [f00 + a * u + b * v + d * uu + e * uv + g * vv
+                      for f00, a, b, d, e, g in byte_terms]
+            if chunk_flops is None:
+                chunk_flops, chunk_bytes = flops, nbytes
+            else:
+                chunk_flops = [x + y for x, y in zip(chunk_flops, flops, strict=True)]
+                chunk_bytes = [x + y for x, y in zip(chunk_bytes, nbytes, strict=True)]
+        weights = self._constant_weight_bytes
+        if weights is None:
+            weights = self.weight_bytes(int(tokens))
+        elif not tokens:
+            weights = 0.0
+        beyond = sum_context - sum_window_context
+        compute, memory, link = self.compute_rate, self.memory_rate, self.link_rate
+        timing, gemm = self.timing, self.gemm
         total = total_flops = total_bytes = link_time = 0.0
         for i, (flop_table, flop_below, flop_above, byte_table, byte_below, byte_above,
                 on_link) in enumerate(self._terms):
             flops = flop_table[batch] + flop_below * sum_window_context + flop_above * beyond
             if i == gemm:  # the weights: read once for the whole step
                 nbytes = weights
-                if chunks:
-                    flops += chunk_flops[i]
             else:
                 nbytes = byte_table[batch] + byte_below * sum_window_context + byte_above * beyond
-                if chunks:
-                    flops += chunk_flops[i]
-                    nbytes += chunk_bytes[i]
+                if chunk_bytes is not None:
+                    nbytes += chunk_bytes[i - (i > gemm)]
+            if chunk_flops is not None:
+                flops += chunk_flops[i]
             if timing is not None:  # the work only time pays, over the part's fractions
                 t = timing[i]
+                sequences = batch + len(chunks)
                 flops = (flops + t.flops_per_step + t.flops_per_query * tokens) / t.compute
                 nbytes = (nbytes + t.bytes_per_sequence * sequences + t.bytes_per_step) / t.memory
             if on_link:
                 part_time = nbytes / link if nbytes > 0 else 0.0
-                link_time = max(link_time, part_time)
+                if part_time > link_time:
+                    link_time = part_time
             else:
-                part_time = max(flops / compute, nbytes / memory)
+                part_time = flops / compute
+                if nbytes / memory > part_time:
+                    part_time = nbytes / memory
                 total_flops += flops
                 total_bytes += nbytes
             total += part_time
@@ -659,12 +672,11 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
     kv_used = 0  # reserved tokens, or blocks in use
     tag = 0  # unique per join, so stale heap entries can be told apart
 
-    log = {name: [] for name in STEP_COLUMNS}
-    log_start, log_duration = log["start_s"].append, log["duration_s"].append
-    log_decode, log_prefill = log["decode_tokens"].append, log["prefill_tokens"].append
-    log_context = log["decode_context_tokens"].append
-    log_chunks, log_waiting = log["prefill_chunks"].append, log["waiting"].append
-    log_running, log_kv = log["running"].append, log["kv_tokens"].append
+    # the step records, flat: (start, duration) and STEP_COLUMNS' other seven, per step
+    # (one call per step each; split into columns at the end)
+    times: list[float] = []
+    counts: list[int] = []
+    log_times, log_counts = times.extend, counts.extend
 
     def leave_decoding(request: int, context: int) -> None:
         nonlocal sum_context, sum_window, below_window
@@ -723,6 +735,37 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                 _, entry_tag, request = heapq.heappop(window_heap)
                 if request in decoding and decoding[request][3] == entry_tag:
                     below_window -= 1
+        if decoding and not prefilling and cache is None and (
+                not waiting or len(running) >= max_batch):
+            # decodes alone, nothing to admit: every step until the next event (a finish,
+            # a context reaching the window, an arrival, a preemption) differs from the
+            # last only by its contexts, so those steps skip the scheduling above and below
+            batch = len(decoding)
+            stop = finish_heap[0][0] if finish_heap else math.inf
+            if windowed and window_heap:
+                stop = min(stop, window_heap[0][0])
+            coming = min(arrival[timed[next_arrival]] if next_arrival < timed_count
+                         else math.inf, released[0][0] if released else math.inf)
+            first_step = step
+            while step < stop:
+                if paged:
+                    needed = bucket[(-step) % block]
+                    if kv_used + needed > total_blocks:
+                        break  # a preemption: the full step below handles it
+                    kv_used += needed
+                duration = step_time(batch, sum_context,
+                                     sum_window if windowed else sum_context)
+                log_times((now, duration))
+                log_counts((batch, sum_context, 0, 0, in_system_waiting, in_system_running,
+                            kv_used * block if paged else kv_used))
+                now += duration
+                sum_context += batch
+                sum_window += below_window
+                step += 1
+                if coming <= now:
+                    break
+            if step > first_step:
+                continue
         if paged:
             needed = bucket[(-step) % block]
             while kv_used + needed > total_blocks:
@@ -785,15 +828,9 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
         if load > duration:  # the step's layers wait for their loaded KV
             load_stall += load - duration
             duration = load
-        log_start(now)
-        log_duration(duration)
-        log_decode(batch)
-        log_context(sum_context)
-        log_prefill(prefill)
-        log_chunks(len(chunks))
-        log_waiting(in_system_waiting)
-        log_running(in_system_running)
-        log_kv(kv_used * block if paged else kv_used)
+        log_times((now, duration))
+        log_counts((batch, sum_context, prefill, len(chunks), in_system_waiting,
+                    in_system_running, kv_used * block if paged else kv_used))
         now += duration
 
         while finish_heap and finish_heap[0][0] <= step:
@@ -846,8 +883,10 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                 bucket[(context - 1 - k0) % block] += 1
         step += 1
 
-    steps = {name: np.asarray(values, dtype=np.float64 if name.endswith("_s") else np.int64)
-             for name, values in log.items()}
+    time_columns = np.ascontiguousarray(np.array(times, np.float64).reshape(-1, 2).T)
+    count_columns = np.ascontiguousarray(
+        np.array(counts, np.int64).reshape(-1, len(STEP_COLUMNS) - 2).T)
+    steps = dict(zip(STEP_COLUMNS, [*time_columns, *count_columns], strict=True))
     return Simulation(config=config, requests=requests, first_token_s=np.array(first),
                       finish_s=np.array(finish), preemptions=np.array(preempted, np.int64),
                       steps=steps, resume_gaps_s=np.array(resume_gaps),
