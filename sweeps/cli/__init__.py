@@ -6,8 +6,10 @@ starts without loading polars or altair.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
+from pathlib import Path
 
 import click
 
@@ -43,6 +45,24 @@ class LazyGroup(click.Group):
         module_name, attribute = COMMANDS[name].split(":")
         module = importlib.import_module(f"{__name__}.{module_name}")
         return getattr(module, attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of `sweep --help`, from each command's docstring read
+        without importing its module (which would load numpy)."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.utils.make_default_short_help(_docstring(name), limit))
+                for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _docstring(name: str) -> str:
+    module_name, attribute = COMMANDS[name].split(":")
+    tree = ast.parse(Path(__file__).with_name(f"{module_name}.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == attribute:
+            return (ast.get_docstring(node) or "").split("\f")[0]
+    return ""
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],

@@ -7,6 +7,7 @@ import functools
 import json
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from dataclasses import replace
 
 import click
@@ -14,7 +15,9 @@ import click
 from rooftui.core import limits
 from rooftui.core.dtypes import BYTES_PER_ELEMENT
 from rooftui.core.errors import SpecError
-from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig, named_config
+
+if TYPE_CHECKING:
+    from rooftui.core.point import PointConfig
 
 DEFAULT_GPU = "h100-sxm"
 DEFAULT_MODEL = "llama-3-8b"
@@ -149,6 +152,9 @@ SETUP_KEYS = (
 
 def build_config(params: dict, **step: object) -> PointConfig:
     """A `PointConfig` from the shared options in `params` and the step's token counts."""
+    # here, not at the top: `sweep X --help` then starts without numpy
+    from rooftui.core.point import ASSUMPTION_OVERRIDES, named_config
+
     config = named_config(
         params["gpu"], params["model"], params["profile"], kv_heads=params.get("kv_heads"),
         draft_model=params.get("draft_model"), weight_dtype=params.get("weight_dtype"),

@@ -5,9 +5,7 @@ from __future__ import annotations
 import click
 
 from rooftui.core import units
-from rooftui.core.closed_forms import gemm_intensity
 from rooftui.core.dtypes import bytes_per_element
-from rooftui.core.point import point_report
 from rooftui.sweeps.cli.options import (
     DTYPE,
     JSON_NULLS,
@@ -57,6 +55,8 @@ def point(batch, context, prefill, prefill_context, tpot_budget, as_json, **setu
     """
     config = build_config(setup, batch=batch, context=context, prefill=prefill,
                           prefill_context=prefill_context, tpot_budget=tpot_budget)
+    from rooftui.core.point import point_report  # numpy: not for `sweep point --help`
+
     report = point_report(config)
     for warning in report["warnings"]:
         click.echo(f"warning: {warning}", err=True)
@@ -237,6 +237,8 @@ def gemm(rows, k, n, dtype, ridge, as_json):
     For ROWS much smaller than K and N this is 2·ROWS / bytes per element: the batch
     itself for 2-byte formats.
     """
+    from rooftui.core.closed_forms import gemm_intensity  # numpy, as above
+
     width = bytes_per_element(dtype)
     result = [{"rows": m, "k": k, "n": n, "dtype": dtype,
                "intensity": float(gemm_intensity(m, k, n, width)),
