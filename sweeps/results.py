@@ -87,6 +87,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,12 +181,15 @@ def skipped_note(points_dir: Path, shards: dict[int, str], then: str) -> str:
     return f"{points_dir}: " + "; ".join(parts) + f"; {then}"
 
 
-def scan_results(out_dir: str | Path) -> pl.LazyFrame:
+def scan_results(out_dir: str | Path,
+                 on_skipped: Callable[[SkippedShardsWarning], None] | None = None
+                 ) -> pl.LazyFrame:
     """Every point written so far, lazily: filters and column selections read only what
     they need. Committed shards of the manifest's spec only, each checksum verified
     (once per process for an unchanged file); the others are named in a
-    `SkippedShardsWarning`. The derived metrics are added, and the columns put in the
-    manifest's order."""
+    `SkippedShardsWarning`, issued as a warning or handed to `on_skipped` (the TUI shows
+    it on screen). The derived metrics are added, and the columns put in the manifest's
+    order."""
     import polars as pl
 
     points = Path(out_dir) / POINTS
@@ -202,8 +206,11 @@ def scan_results(out_dir: str | Path) -> pl.LazyFrame:
         elif state != "missing":  # "missing": removed since the listing
             skipped[index] = state
     if skipped:
-        warnings.warn(SkippedShardsWarning(skipped_note(points, skipped, "left out"),
-                                           skipped), stacklevel=2)
+        note = SkippedShardsWarning(skipped_note(points, skipped, "left out"), skipped)
+        if on_skipped is None:
+            warnings.warn(note, stacklevel=2)
+        else:
+            on_skipped(note)
     if not paths:
         raise SpecError(f"{out_dir}: no complete shard of the manifest's spec in "
                         f"{POINTS}/ (run `sweep run GRID` to recompute them)")

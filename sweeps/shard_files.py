@@ -128,12 +128,15 @@ def read_footer(path: Path) -> dict[str, Any] | None:
     """A shard's key-value metadata, row count and column names; None if unreadable."""
     import pyarrow.parquet as pq
 
+    # missing, truncated, not parquet (ArrowInvalid), or damaged anywhere in the footer
+    # (bytes that are not UTF-8, a thrift structure that decodes to nonsense): whatever
+    # fails, the file is not a shard
     try:
         footer = pq.read_metadata(path)
-    except (OSError, ValueError):  # missing, truncated, not parquet (ArrowInvalid)
+        kv = {key.decode(): value.decode() for key, value in (footer.metadata or {}).items()}
+        return {"kv": kv, "rows": footer.num_rows, "columns": footer.schema.names}
+    except Exception:
         return None
-    kv = {key.decode(): value.decode() for key, value in (footer.metadata or {}).items()}
-    return {"kv": kv, "rows": footer.num_rows, "columns": footer.schema.names}
 
 
 # why a shard file is not part of the results (the words `shard_state` returns)

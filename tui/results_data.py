@@ -47,11 +47,10 @@ class ResultsData:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.frame = scan_results(directory)
-        try:
-            self.manifest = read_manifest(directory)
-        except SpecError:  # points without a manifest (a run still writing it): still open
-            self.manifest = {}
+        # shards left out (damaged, of another spec): the view names them
+        self.skipped: str | None = None
+        self.frame = scan_results(directory, on_skipped=self._note_skipped)
+        self.manifest = read_manifest(directory)  # scan_results has checked it
         try:
             schema = self.frame.collect_schema()
         except UNREADABLE as error:
@@ -61,7 +60,7 @@ class ResultsData:
         inputs = [c for c in self.columns if c in INPUTS]
         dimensions = declared_axes(self.manifest)  # tuples of axes (zipped ones share one)
         # the axes are what the grid varies, of any kind of grid (an optimize grid's
-        # max_batch and token_budget too); without a manifest, every input column
+        # max_batch and token_budget too); a manifest without axes: every input column
         declared = {axis: values for dimension in dimensions or () for axis, values
                     in dimension.items()}
         self.axes = inputs if dimensions is None else [c for c in self.columns
@@ -83,6 +82,11 @@ class ResultsData:
         self.table_columns = first + [c for c in self.columns if c not in first
                                       and c not in ID_COLUMNS] + [
             c for c in ID_COLUMNS if c in self.columns]
+
+
+    def _note_skipped(self, note: Exception) -> None:
+        # the note starts with the points folder, which the view's title already names
+        self.skipped = str(note).split(": ", 1)[-1]
 
     def default_plot(self) -> PlotChoice:
         """tokens/s against batch coloured by context, or the nearest the results allow."""

@@ -276,6 +276,8 @@ class ResultsScreen(KeyboardScreen):
             details.append(", ".join(f"{k} = {cell(v)}" for k, v in query.filters.items()))
         if query.typed.strip():
             details.append(f"/ {query.typed.strip()}")
+        if self.data is not None and self.data.skipped:
+            details.append(self.data.skipped)  # never read as data, and said so
         self._status(" · ".join(details))
 
     # --- actions ------------------------------------------------------------------------
