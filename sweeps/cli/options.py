@@ -7,8 +7,8 @@ import functools
 import json
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import click
 
