@@ -100,7 +100,7 @@ def preset_toml(name: str, columns: dict[str, np.ndarray], trace_name: str) -> s
     lines += [
         "",
         "[sources]",
-        f'trace = "shared/traces/{trace_name} ({PRESETS.get(name, "see SOURCES.md")})"',
+        f'trace = "TRACES_DIR/{trace_name} ({PRESETS.get(name, "a public trace")})"',
         f'derivation = "numpy.quantile(method=\'{METHOD}\') of each column at the '
         f'{PROBABILITIES.size} probabilities listed; cap = the largest value in the trace; '
         'arrivals: requests/s over the span and the coefficient of variation of the gaps"',

@@ -22,8 +22,8 @@ measurement per row; columns a kind does not use may be empty or absent:
 | `dataset` | a label grouping rows: errors are reported, and a fit weighted, per dataset [the file name] |
 | `source` | where the number comes from |
 
-Converters read every file of `../shared/reference/measured/` (SOURCES.md there describes
-them) by its header. Each returns datasets in this format, with notes on what was assumed
+Converters read each published dataset (docs/validation.md names its repository, commit
+and path) by its header. Each returns datasets in this format, with notes on what was assumed
 and which rows were left out and why (models not shipped, derived or suspect rows, data
 that are not step or kernel times).
 """

@@ -18,7 +18,8 @@ HALVES = ("all", "calibration")
 @click.option("--measured", "measured", required=True, multiple=True, metavar="FILE|DIR",
               type=click.Path(exists=True, path_type=Path),
               help="Measured CSVs: the calibration format (`sweep measure` writes it) or a "
-                   "format of shared/reference/measured/; a folder means its *.csv. Repeat.")
+                   "published dataset's own format (docs/validation.md lists them); a folder "
+                   "means its *.csv. Repeat.")
 @click.option("--gpu", required=True, metavar="NAME|PATH",
               help="GPU spec whose peaks the fit is relative to; picks the rows measured on it.")
 @click.option("--rows-gpu", metavar="NAME",
@@ -48,7 +49,7 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
 
     \b
     Examples:
-      sweep calibrate --measured ../shared/reference/measured/splitwise-perf-model-a100-h100.csv \\
+      sweep calibrate --measured MEASURED_DIR/splitwise-perf-model-a100-h100.csv \\
           --gpu h100-sxm --dataset "TP4" --out h100-splitwise.toml
       sweep measure --gpu h100-sxm --out mine.csv
       sweep calibrate --measured mine.csv --gpu h100-sxm --out h100-mine.toml

@@ -14,8 +14,8 @@ from rooftui.sweeps.cli.options import JSON_NULLS, json_text
 @click.command()
 @click.option("--measured", "measured", required=True, multiple=True, metavar="DIR|FILE",
               type=click.Path(exists=True, path_type=Path),
-              help="A folder of measured CSVs (the formats of shared/reference/measured/ "
-                   "and the calibration format), or files; repeat.")
+              help="A folder of measured CSVs (the published datasets' formats, listed in "
+                   "docs/validation.md, and the calibration format), or files; repeat.")
 @click.option("--profile", metavar="NAME|PATH",
               help="Also score this profile (e.g. a calibrated one) on the validation halves.")
 @click.option("--gpu", metavar="NAME|PATH", help="Only the datasets measured on this GPU.")
@@ -35,8 +35,8 @@ def validate(measured, profile, gpu, chart_path, markdown, as_json):
 
     \b
     Examples:
-      sweep validate --measured ../shared/reference/measured
-      sweep validate --measured ../shared/reference/measured --profile h100-calibrated \\
+      sweep validate --measured MEASURED_DIR
+      sweep validate --measured MEASURED_DIR --profile h100-calibrated \\
           --gpu h100-sxm --chart validation.html
     """
     from rooftui.sweeps.measured import read_measured_paths
