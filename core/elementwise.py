@@ -1,14 +1,15 @@
 """numpy's elementwise functions, with a shortcut for single numbers.
 
-The step model evaluates whole grids of configurations and, one at a time, single ones
-(`PointConfig.step_inputs` gives numpy float64 scalars: the arrays' IEEE arithmetic at a
-fraction of a 0-d array's cost per operation). A numpy function costs about a
-microsecond per call whatever the size of its arguments, which on one configuration is
-most of the work; these take plain Python's path when no argument is an array and
-return what numpy would (NaN propagates through `maximum` and `minimum`; results are
-numpy scalars, so a later division by zero gives inf or NaN as on arrays, never an
-exception). Transcendental functions stay numpy's on every path: its SIMD loops may
-round differently from the C library's.
+The step model evaluates whole grids of configurations and, one at a time, single ones:
+`PointConfig.step_inputs` gives numpy float64 scalars (the arrays' IEEE arithmetic at a
+fraction of a 0-d array's cost per operation), `evaluate_point` plain floats (cheaper
+again; a division by zero raises, and it then redoes the step with numpy scalars). A
+numpy function costs about a microsecond per call whatever the size of its arguments,
+which on one configuration is most of the work; these take plain Python's path when no
+argument is an array and return what numpy would (NaN propagates through `maximum` and
+`minimum`; a result is a numpy scalar where an argument is one, so a later division by
+zero gives inf or NaN as on arrays). Transcendental functions stay numpy's on every
+path: its SIMD loops may round differently from the C library's.
 """
 
 from __future__ import annotations
@@ -21,45 +22,51 @@ _F64 = np.float64
 _ARRAY = np.ndarray
 
 
-def _scalar(value):
-    return value if isinstance(value, np.generic) else _F64(value)
+def _scalar(value, *arguments):
+    """A single result: a numpy scalar if any argument is one, else as it is."""
+    if type(value) is float or type(value) is int:
+        for argument in arguments:
+            if isinstance(argument, np.generic):
+                return _F64(value)
+    return value
 
 
 def as_float64(value):
-    """`np.asarray(value, dtype=np.float64)`, but a single number stays a scalar."""
-    if type(value) is _F64:
+    """`np.asarray(value, dtype=np.float64)`, but a single number stays a scalar (a plain
+    float, or a numpy one)."""
+    if type(value) is float or type(value) is _F64:
         return value
     if type(value) is _ARRAY:
         return value if value.dtype == _F64 else value.astype(_F64)
-    return _F64(value)
+    return float(value) if isinstance(value, int | float) else _F64(value)
 
 
 def maximum(a, b):
     if type(a) is _ARRAY or type(b) is _ARRAY:
         return np.maximum(a, b)
     if a != a or b != b:  # NaN
-        return _F64(math.nan)
-    return _scalar(a if a >= b else b)
+        return _scalar(math.nan, a, b)
+    return _scalar(a if a >= b else b, a, b)
 
 
 def minimum(a, b):
     if type(a) is _ARRAY or type(b) is _ARRAY:
         return np.minimum(a, b)
     if a != a or b != b:
-        return _F64(math.nan)
-    return _scalar(a if a <= b else b)
+        return _scalar(math.nan, a, b)
+    return _scalar(a if a <= b else b, a, b)
 
 
 def where(condition, a, b):
     if type(condition) is _ARRAY or type(a) is _ARRAY or type(b) is _ARRAY:
         return np.where(condition, a, b)
-    return _scalar(a if condition else b)
+    return _scalar(a if condition else b, condition, a, b)
 
 
 def floor(value):
     if type(value) is _ARRAY or not math.isfinite(value):
         return np.floor(value)
-    return _F64(math.floor(value))
+    return _scalar(float(math.floor(value)), value)
 
 
 def any_true(value) -> bool:

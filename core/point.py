@@ -163,18 +163,23 @@ class PointConfig:
                     f"max_position_embeddings ({limit}); computed anyway"]
         return []
 
-    def step_inputs(self) -> StepInputs:
-        """The step model's inputs: single numbers (numpy float64 scalars), the tables
-        behind them gathered once per (GPU, model, formats, layout, ...) and kept."""
+    def step_inputs(self, *, python_floats: bool = False) -> StepInputs:
+        """The step model's inputs: single numbers (numpy float64 scalars, or with
+        `python_floats` plain floats, cheaper again but raising ZeroDivisionError where
+        numpy gives inf or NaN), the tables behind them gathered once per (GPU, model,
+        formats, layout, ...) and kept."""
         expert_dtype = self.resolved_expert_weight_dtype
         inputs = _gathered_inputs(
             _Spec(self.gpu), _Spec(self.model), _Spec(self.draft_model), _Spec(self.system),
             self.resolved_weight_dtype, self.resolved_kv_dtype, self.resolved_compute_dtype,
             expert_dtype, self.tp, self.spec_tokens, self.acceptance or 0.0, self.energy,
             self.price_per_gpu_hour, self.pp, self.ep, self.dp, self.micro_batches,
-            self.assumptions.mfu, self.assumptions.mbu, self.assumptions.memory_reserve_gb)
-        return StepInputs(**inputs, batch=_F64(self.batch), context=_F64(self.context),
-                          prefill=_F64(self.prefill), prefill_context=_F64(self.prefill_context))
+            self.assumptions.mfu, self.assumptions.mbu,
+            self.assumptions.memory_reserve_gb)[python_floats]
+        number = float if python_floats else _F64
+        return StepInputs(**inputs, batch=number(self.batch), context=number(self.context),
+                          prefill=number(self.prefill),
+                          prefill_context=number(self.prefill_context))
 
 
 _F64 = np.float64
@@ -200,9 +205,10 @@ class _Spec:
 def _gathered_inputs(gpu, model, draft_model, system, weight_dtype, kv_dtype,
                      compute_dtype, expert_dtype, tp, spec_tokens, acceptance, energy,
                      price_per_gpu_hour, pp, ep, dp, micro_batches, mfu, mbu,
-                     memory_reserve_gb) -> dict:
+                     memory_reserve_gb) -> tuple[dict, dict]:
     """One configuration's StepInputs fields but its batch and lengths, built from
-    one-entry tables (most of a single evaluation's cost before this cache)."""
+    one-entry tables (most of a single evaluation's cost before this cache): as numpy
+    scalars, and as plain floats."""
     gpu.spec.peak_flops(compute_dtype)  # a clear error if the GPU lacks it
     models = [model.spec] + ([draft_model.spec] if draft_model.spec else [])
     inputs = gather_step_inputs(
@@ -218,20 +224,22 @@ def _gathered_inputs(gpu, model, draft_model, system, weight_dtype, kv_dtype,
         systems=None if system.spec is None else SystemTable.of([system.spec]),
         system=None if system.spec is None else 0,
         mfu=mfu, mbu=mbu, memory_reserve_gb=memory_reserve_gb)
-    return {name: value for name, value in vars(_single_numbers(inputs)).items()
-            if name not in ("batch", "context", "prefill", "prefill_context")}
+    return tuple({name: value for name, value in vars(_single_numbers(inputs, plain)).items()
+                  if name not in ("batch", "context", "prefill", "prefill_context")}
+                 for plain in (False, True))
 
 
-def _single_numbers(values):
-    """`values` (StepInputs or ModelArrays) with each 0-d array as a numpy scalar: the
-    same IEEE arithmetic, at a fraction of an array's cost per operation."""
+def _single_numbers(values, plain: bool):
+    """`values` (StepInputs or ModelArrays) with each 0-d array as a numpy scalar (the
+    same IEEE arithmetic at a fraction of an array's cost per operation), or with `plain`
+    each number as a Python float."""
     changes = {}
     for item in fields(values):
         value = getattr(values, item.name)
-        if isinstance(value, np.ndarray) and value.ndim == 0:
-            changes[item.name] = value[()]
+        if isinstance(value, np.ndarray | np.generic) and value.ndim == 0:
+            changes[item.name] = value.item() if plain else value[()]
         elif isinstance(value, ModelArrays):
-            changes[item.name] = _single_numbers(value)
+            changes[item.name] = _single_numbers(value, plain)
     return replace(values, **changes)
 
 
@@ -263,7 +271,11 @@ def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = N
 
 def evaluate_point(config: PointConfig) -> dict[str, float | bool]:
     """The step model's metrics for one configuration, as Python scalars."""
-    arrays = evaluate_step(config.step_inputs(), config.assumptions, config.tpot_budget)
+    try:  # plain floats, several times cheaper per operation than numpy's scalars
+        arrays = evaluate_step(config.step_inputs(python_floats=True), config.assumptions,
+                               config.tpot_budget)
+    except ZeroDivisionError:  # numpy's scalars give its inf or NaN instead
+        arrays = evaluate_step(config.step_inputs(), config.assumptions, config.tpot_budget)
     return {key: _PYTHON_SCALAR.get(type(value), _item)(value)
             for key, value in arrays.items()}
 

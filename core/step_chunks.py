@@ -31,7 +31,7 @@ def _arrays(values):
 def row_blocks(inputs, tpot_budget) -> tuple[tuple[int, ...], list[slice]] | None:
     """The broadcast grid shape and its blocks of rows, or None for a grid small enough
     for one call."""
-    if not any(type(value) is np.ndarray for value in vars(inputs).values()):
+    if np.ndarray not in set(map(type, vars(inputs).values())):
         return None  # one configuration: nothing to split
     shapes = [value.shape for value in _arrays(inputs)]
     if type(tpot_budget) is np.ndarray:

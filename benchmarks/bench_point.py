@@ -1,0 +1,215 @@
+"""One configuration per call: `evaluate_point`'s rate against plain Python, and a flat
+grid in one call against the same in blocks (issue 19, items 1 and 2).
+
+Per call, on the same random configurations (GPU, model, batch 1-1024, context
+128-128K, a 512-token prefill chunk in 30 % of them, bf16/fp8 weights and KV):
+- `evaluate_point` as it is (tables cached per GPU, model, formats, ...; numpy scalars);
+- the same with the cache cleared before every call (tables rebuilt each time);
+- with `--before REV`, `evaluate_point` as it was at REV, in a subprocess whose core
+  is REV's (`git archive`), on the same configurations;
+- benchmarks/plain_step.py on the dense ones (its formulas cover dense steps only).
+`--features` draws every feature instead (MoE and MLA models, windows, TP, pp/ep/dp on
+a system, speculation with and without a draft model, calibrated profiles, a TPOT
+budget, energy and price), where plain_step cannot follow.
+
+Flat grid: 1 M random configurations (benchmarks/bench_features.py's dense mode)
+gathered once, evaluated by one `evaluate_step` call (which now evaluates blocks of rows
+itself), by one call with the blocks switched off, and by calls of 65,536 points.
+
+    python benchmarks/bench_point.py [--configs 20000] [--repeats 3] [--features]
+        [--before afe7641] [--flat-points 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import types
+from io import BytesIO
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+
+def use_core_from(root: Path) -> None:
+    """Import `rooftui.core` (and the specs) from `root` instead of the checkout."""
+    package = types.ModuleType("rooftui")
+    package.__path__ = [str(root)]
+    sys.modules["rooftui"] = package
+
+
+def configurations(count: int, features: bool, seed: int = 0) -> list:
+    import numpy as np
+
+    from rooftui.core.assumptions import load_profile
+    from rooftui.core.errors import SpecError
+    from rooftui.core.hardware import load_gpu
+    from rooftui.core.model import load_model
+    from rooftui.core.point import PointConfig
+    from rooftui.core.systems import load_system
+
+    rng = np.random.default_rng(seed)
+    gpus = [load_gpu(name) for name in ("h100-sxm", "h200", "a100-80gb", "b200")]
+    dense = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mistral-7b", "reference-mha-6.4b"]
+    moe = ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-20b", "gemma-2-9b"]
+    models = [load_model(name) for name in dense + (moe if features else [])]
+    drafts = [None, load_model("llama-3-8b")]
+    profiles = [load_profile(name) for name in ("ideal", "derated", "h100-splitwise")]
+    systems = [None, load_system("hgx-h200-ib")]
+    out = []
+    while len(out) < count:
+        values = {"gpu": gpus[rng.integers(len(gpus))],
+                  "model": models[rng.integers(len(models))],
+                  "batch": int(rng.integers(1, 1025)),
+                  "context": int(rng.integers(128, 131073)),
+                  "prefill": 512 if rng.random() < 0.3 else 0,
+                  "weight_dtype": ["bf16", "fp8"][rng.integers(2)],
+                  "kv_dtype": ["bf16", "fp8"][rng.integers(2)]}
+        if features:
+            spec = int(rng.choice([0, 4]))
+            values.update(
+                tp=int(rng.choice([1, 2, 4])), spec_tokens=spec,
+                acceptance=0.7 if spec else None,
+                draft_model=drafts[rng.integers(2)] if spec else None,
+                assumptions=profiles[rng.integers(len(profiles))],
+                tpot_budget=float(rng.choice([0.02, 0.05])), energy=True,
+                price_per_gpu_hour=2.5, system=systems[rng.integers(2)])
+            if values["model"].is_moe and rng.random() < 0.5:
+                values.update(ep=values["tp"], pp=2)
+        try:
+            config = PointConfig(**values)
+            config.step_inputs()  # a GPU without a peak for the format refuses it
+            out.append(config)
+        except SpecError:
+            continue
+    return out
+
+
+def best_seconds(run, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def per_call_rate(configs, repeats: int, clear_cache: bool = False) -> float:
+    from rooftui.core import point
+
+    def run():
+        for config in configs:
+            if clear_cache:
+                point._gathered_inputs.cache_clear()
+            point.evaluate_point(config)
+    return len(configs) / best_seconds(run, repeats)
+
+
+def plain_rate(configs, repeats: int) -> float:
+    from plain_step import plain_step
+
+    sample = []
+    for config in configs:
+        one = config.step_inputs()
+        m = one.model
+        sample.append({key: value if isinstance(value, bool) else float(value) for key, value in {
+            "hidden": m.hidden, "layers": m.layers, "heads": m.heads, "kv_heads": one.kv_heads,
+            "head_dim": m.head_dim, "ffn_params_per_layer": m.ffn_params_per_layer,
+            "lm_head_params": m.lm_head_params,
+            "static_resident_params": m.static_resident_params, "qkv_bias": m.qkv_bias,
+            "window": m.window, "windowed_layers": m.windowed_layers, "batch": one.batch,
+            "context": one.context, "prefill": one.prefill,
+            "prefill_context": one.prefill_context, "weight_bytes": one.weight_bytes,
+            "kv_bytes": one.kv_bytes, "activation_bytes": 2.0, "peak_flops": one.peak_flops,
+            "bandwidth": one.bandwidth, "memory": one.memory, "mfu": 1.0, "mbu": 1.0,
+            "memory_reserve": 0.0, "causal": True, "kv_write": True,
+            "activation_traffic": False, "overlap_full": False}.items()})
+
+    def run():
+        for c in sample:
+            plain_step(c)
+    return len(sample) / best_seconds(run, repeats)
+
+
+def before_rate(rev: str, args) -> float:
+    """`evaluate_point` at `rev`, on the same configurations, in a fresh process."""
+    archive = subprocess.run(["git", "archive", rev, "core", "specs"], cwd=HERE.parent,
+                             capture_output=True, check=True).stdout
+    with tempfile.TemporaryDirectory() as scratch, tarfile.open(
+            fileobj=BytesIO(archive)) as files:
+        files.extractall(scratch, filter="data")
+        result = subprocess.run(
+            [sys.executable, __file__, "--core-from", scratch, "--configs", str(args.configs),
+             "--repeats", str(args.repeats)] + (["--features"] if args.features else []),
+            capture_output=True, text=True, check=True)
+    return float(result.stdout.split()[-1])
+
+
+def flat_rates(points: int, repeats: int) -> tuple[float, float, float]:
+    from bench_features import Grid
+
+    from rooftui.core import step_chunks
+    from rooftui.core.assumptions import Assumptions
+    from rooftui.core.step import evaluate_step
+
+    grid, assumptions, chunk = Grid(points, "dense"), Assumptions(), 65_536
+    whole = grid.inputs(0, points)
+    blocks = [grid.inputs(lo, min(lo + chunk, points)) for lo in range(0, points, chunk)]
+    one_call = best_seconds(lambda: evaluate_step(whole, assumptions, 0.05), repeats)
+    default, step_chunks.CHUNK_POINTS = step_chunks.CHUNK_POINTS, points
+    try:
+        unsplit = best_seconds(lambda: evaluate_step(whole, assumptions, 0.05), repeats)
+    finally:
+        step_chunks.CHUNK_POINTS = default
+    chunked = best_seconds(lambda: [evaluate_step(b, assumptions, 0.05) for b in blocks],
+                           repeats)
+    return points / one_call, points / unsplit, points / chunked
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--features", action="store_true")
+    parser.add_argument("--before", metavar="REV", help="also time evaluate_point at REV")
+    parser.add_argument("--flat-points", type=int, default=1_000_000, help="0: skip")
+    parser.add_argument("--core-from", help=argparse.SUPPRESS)  # --before's subprocess
+    args = parser.parse_args()
+    if args.core_from:
+        use_core_from(Path(args.core_from))
+        print(per_call_rate(configurations(args.configs, args.features), args.repeats))
+        return
+    from machine_info import describe_machine
+
+    print(f"machine: {describe_machine()}")
+    configs = configurations(args.configs, args.features)
+    kind = "every feature" if args.features else "dense"
+    now = per_call_rate(configs, args.repeats)
+    rebuilt = per_call_rate(configs, args.repeats, clear_cache=True)
+    print(f"evaluate_point ({kind}, {len(configs):,} configurations, best of "
+          f"{args.repeats}): {now / 1e3:.1f} k/s; tables rebuilt per call "
+          f"{rebuilt / 1e3:.1f} k/s ({now / rebuilt:.1f}x)")
+    if args.before:
+        then = before_rate(args.before, args)
+        print(f"evaluate_point at {args.before}: {then / 1e3:.1f} k/s; now "
+              f"{now / then:.1f}x that")
+    if not args.features:
+        plain = plain_rate(configs, args.repeats)
+        print(f"plain_step.py: {plain / 1e3:.1f} k/s; evaluate_point {now / plain:.2f}x it")
+    if args.flat_points:
+        one_call, unsplit, chunked = flat_rates(args.flat_points, args.repeats)
+        print(f"flat grid of {args.flat_points:,}: one call {one_call / 1e6:.2f} M/s, one "
+              f"call without blocks {unsplit / 1e6:.2f} M/s, calls of 65,536 "
+              f"{chunked / 1e6:.2f} M/s (one call {chunked / one_call:.2f}x slower than "
+              f"the calls of 65,536)")
+    print(f"load after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
