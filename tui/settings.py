@@ -7,6 +7,11 @@ evaluates, so the Explorer and the CLI agree by construction. Unset fields (None
 
 To add a control: add a field here, pass it on in `config()`, and add one `ControlSpec`
 line in `rooftui.tui.widgets.controls`.
+
+A system brings its GPU, as `sweep point --system` does: choosing one sets `gpu` to the
+system's (`with_changes`), and a GPU that differs from the system's is refused by
+`config()` rather than silently replaced, so the GPU control never shows a GPU the
+figures do not use.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
 from rooftui.core.assumptions import Assumptions, load_profile
+from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU, load_gpu
 from rooftui.core.model import Model, load_model
 from rooftui.core.point import ASSUMPTION_OVERRIDES, PointConfig, named_config
 from rooftui.core.spec_files import shipped_names
+from rooftui.core.systems import System, load_system
 
 DEFAULT_GPU = "h100-sxm"
 DEFAULT_MODEL = "llama-3-8b"
@@ -47,6 +54,11 @@ def cached_profile(name: str) -> Assumptions:
     return load_profile(name)
 
 
+@lru_cache(maxsize=16)
+def cached_system(name: str) -> System:
+    return load_system(name)
+
+
 @dataclass(frozen=True)
 class ExplorerSettings:
     gpu: str = DEFAULT_GPU
@@ -64,6 +76,13 @@ class ExplorerSettings:
     spec_tokens: int = 0  # speculative decoding: tokens drafted per sequence and step
     acceptance: float | None = None  # each drafted token's acceptance rate
     draft_model: str | None = None  # None: drafting costs nothing (n-gram, lookup)
+    # cluster layout (core/parallel.py), as `sweep point --system --pp --micro-batches
+    # --dp --ep`
+    system: str | None = None  # None: collectives on the GPU's interconnect
+    pp: int = 1  # pipeline stages
+    micro_batches: int | None = None  # None: pp
+    dp: int = 1  # data-parallel attention groups of tp GPUs per stage
+    ep: int = 1  # GPUs the routed experts are split over: 1 or tp × dp
     # Inputs without a control, which a sweep row opened here may set (None: as the
     # model or the profile says); the controls list them (`fixed_inputs`).
     compute_dtype: str | None = None
@@ -76,12 +95,25 @@ class ExplorerSettings:
     kv_write: bool | None = None
 
     def with_changes(self, **changes: object) -> ExplorerSettings:
+        """The same with `changes`; a system chosen without a GPU brings its own."""
+        if changes.get("system") and "gpu" not in changes:
+            gpu = system_gpu(str(changes["system"]))
+            if gpu is not None:
+                changes["gpu"] = gpu
         return replace(self, **changes)
 
     def config(self) -> PointConfig:
-        """The core configuration; raises SpecError for anything the core refuses."""
+        """The core configuration; raises SpecError for anything the core refuses, and
+        for a GPU other than the system's (`sweep point --system` takes the system's)."""
+        if self.system:
+            gpu = system_gpu(self.system)
+            if gpu is not None and gpu != self.gpu:
+                raise SpecError(f"GPU {self.gpu} is not {cached_system(self.system).name}'s "
+                                f"{gpu}: a system brings its GPU (system none for another)")
         return named_config(
             self.gpu, self.model, self.profile, kv_heads=self.kv_heads,
+            system=self.system, pp=self.pp, micro_batches=self.micro_batches, dp=self.dp,
+            ep=self.ep,
             draft_model=self.draft_model, loaders=(cached_gpu, cached_model, cached_profile),
             batch=self.batch, context=self.context, prefill=self.prefill,
             prefill_context=self.prefill_context, weight_dtype=self.weight_dtype,
@@ -128,7 +160,7 @@ class ExplorerSettings:
         if profile is not None:
             values["profile"] = profile
         for key in ("batch", "context", "kv_heads", "prefill", "tp", "spec_tokens",
-                    "prefill_context"):
+                    "prefill_context", "pp", "micro_batches", "dp", "ep"):
             if key in values:
                 values[key] = int(values[key])
         for key in ("mfu", "mbu", "acceptance", "memory_reserve_gb"):
@@ -142,6 +174,9 @@ class ExplorerSettings:
         for key in ("model", "draft_model"):
             if key in values:
                 values[key] = shipped_key("models", str(values[key]))
+        if "system" in values:  # a grid gives gpu or system: the row's GPU is the system's
+            values["system"] = str(values["system"])
+            values["gpu"] = system_gpu(values["system"]) or values.get("gpu", DEFAULT_GPU)
         return cls(**values).canonical()
 
     def canonical(self) -> ExplorerSettings:
@@ -181,6 +216,15 @@ def serving_step(row: dict[str, object]) -> dict[str, object]:
     if row.get("policy") == "chunked" and row.get("token_budget") is not None:
         step["prefill"] = max(0, int(row["token_budget"]) - int(row["max_batch"]))
     return step
+
+
+def system_gpu(system: str) -> str | None:
+    """The GPU control's value for the system's GPU (its shipped name, or the path the
+    system names); None for a system the core refuses, which `config()` then says."""
+    try:
+        return shipped_key("gpus", cached_system(system).gpu.key)
+    except SpecError:
+        return None
 
 
 def shipped_key(kind: str, value: str) -> str:

@@ -54,7 +54,7 @@ async def test_first_screen_shows_the_seed_figures():
 
 
 # (control, value as the user enters it, the `sweep point` options that mean the same;
-# None: the core refuses the configuration so far, which is shown in place)
+# text: the core refuses the configuration so far, which is shown in place, saying it)
 CHANGES = [
     ("gpu", "h200", {"gpu": "h200"}),
     ("model", "llama-2-7b", {"model": "llama-2-7b"}),
@@ -68,9 +68,14 @@ CHANGES = [
     ("mfu", "0.5", {"mfu": 0.5}),
     ("mbu", "0.7", {"mbu": 0.7}),
     ("tp", "2", {"tp": 2}),
-    ("spec_tokens", "3", None),  # needs an acceptance rate
+    ("spec_tokens", "3", "acceptance rate"),
     ("acceptance", "0.7", {"spec_tokens": 3, "acceptance": 0.7}),
     ("draft_model", "mistral-7b", {"draft_model": "mistral-7b"}),
+    ("system", "hgx-h200-ib", {"system": "hgx-h200-ib"}),  # its GPU: h200, as chosen
+    ("pp", "2", {"pp": 2}),
+    ("micro_batches", "4", {"micro_batches": 4}),
+    ("dp", "2", {"dp": 2}),
+    ("ep", "4", "mixture-of-experts"),  # the model is dense
 ]
 
 
@@ -92,8 +97,8 @@ async def test_each_control_recomputes_as_sweep_point():
                 await settle(pilot)
             else:
                 await type_into(pilot, field, value)
-            if meaning is None:
-                assert "acceptance rate" in shown_text(screen.query_one("#control-message"))
+            if isinstance(meaning, str):
+                assert meaning in shown_text(screen.query_one("#control-message"))
             else:
                 options.update(meaning)
             assert_shows(screen, sweep_point(**options))

@@ -31,12 +31,19 @@ from rooftui.core.errors import SpecError
 from rooftui.core.point import PointConfig
 from rooftui.core.spec_files import shipped_names
 from rooftui.tui.number_fields import ParsedValidator, parse_number
-from rooftui.tui.settings import ExplorerSettings, cached_gpu, cached_model, cached_profile
+from rooftui.tui.settings import (
+    ExplorerSettings,
+    cached_gpu,
+    cached_model,
+    cached_profile,
+    cached_system,
+)
 
 Choices = Callable[[ExplorerSettings], list[tuple[str, object]]]
 
 
-LOADERS = {"gpus": cached_gpu, "models": cached_model, "profiles": cached_profile}
+LOADERS = {"gpus": cached_gpu, "models": cached_model, "profiles": cached_profile,
+           "systems": cached_system}
 
 
 def _names(kind: str, key: str) -> Choices:
@@ -103,6 +110,11 @@ def _profile_value(key: str) -> Callable[[ExplorerSettings], str]:
     return placeholder
 
 
+def _pp(settings: ExplorerSettings) -> str:
+    """What a blank micro-batches field means: one micro-batch per stage."""
+    return str(settings.pp)
+
+
 @dataclass(frozen=True)
 class ControlSpec:
     """One control. `kind`: a `select` of `choices`, or a `number` in the range
@@ -121,7 +133,9 @@ class ControlSpec:
 
 
 CONTROLS: tuple[ControlSpec, ...] = (
-    ControlSpec("gpu", "GPU", "select", "GPU spec", _names("gpus", "gpu")),
+    # a system sets the GPU to its own (ExplorerSettings.with_changes)
+    ControlSpec("gpu", "GPU", "select", "GPU spec (a system's own while one is chosen)",
+                _names("gpus", "gpu"), depends_on=("system",)),
     ControlSpec("model", "model", "select", "Model spec", _names("models", "model")),
     ControlSpec("weight_dtype", "weights", "select", "Weight format",
                 _dtypes("resolved_weight_dtype", "model"), depends_on=("model",)),
@@ -146,6 +160,18 @@ CONTROLS: tuple[ControlSpec, ...] = (
     ControlSpec("draft_model", "draft", "select",
                 "Draft model proposing the tokens (none: free, n-gram or lookup)",
                 lambda settings: [("none", None)] + _names("models", "draft_model")(settings)),
+    ControlSpec("system", "system", "select",
+                "System: its GPU replaces the GPU control, and each collective is timed on "
+                "the link it crosses (none: the GPU's interconnect, no latency)",
+                lambda settings: [("none", None)] + _names("systems", "system")(settings)),
+    ControlSpec("pp", "PP", "number", "Pipeline stages, each 1/PP of the layers"),
+    ControlSpec("micro_batches", "micro", "number",
+                "Micro-batches a step runs over the pipeline (blank: PP)", blank=True,
+                depends_on=("pp",), placeholder=_pp),
+    ControlSpec("dp", "DP", "number",
+                "Data-parallel attention: groups of TP GPUs per stage, each its own batch"),
+    ControlSpec("ep", "EP", "number",
+                "GPUs the routed experts are split over: 1 or TP × DP (all-to-all)"),
 )
 
 
