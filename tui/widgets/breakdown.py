@@ -1,4 +1,6 @@
-"""Where the step's time goes: each part's FLOPs, bytes, time, intensity and bound."""
+"""Where the step's time goes: each part's FLOPs, bytes, time, intensity and bound, then,
+on a cluster layout, each collective's bytes, time and link, the pipeline bubble and the
+busiest expert GPU, in `sweep point`'s units and words."""
 
 from __future__ import annotations
 
@@ -24,6 +26,36 @@ def breakdown_rows(report: dict) -> list[tuple[str, ...]]:
 
 HEADINGS = ("part", "FLOPs", "bytes", "time", "FLOP/B", "bound")
 RIGHT_ALIGNED = {1, 2, 3, 4}  # the numbers
+COLLECTIVE_HEADINGS = ("collective", "bytes", "time", "link")
+COLLECTIVE_RIGHT_ALIGNED = {1, 2}
+
+
+def collective_rows(report: dict) -> list[tuple[str, ...]]:
+    """One row per collective: its bytes per GPU, time and the link it crosses."""
+    return [(name, units.si(link["bytes"], "B"), units.seconds(link["time_s"]), link["link"])
+            for name, link in report["collectives"].items()]
+
+
+def layout_lines(report: dict) -> list[str]:
+    """The pipeline bubble and the busiest expert GPU, where the layout has them."""
+    layout, moe = report["parallelism"], report["moe"]
+    lines = []
+    if layout["pp"] > 1:
+        lines.append(f"pipeline bubble ×{layout['bubble']:.3f} ({layout['micro_batches']} "
+                     f"micro-batches over {layout['pp']} stages: (M + pp − 1) / M)")
+    if moe and "busiest_gpu_pairs_per_layer" in moe:
+        lines.append(f"busiest expert GPU {moe['busiest_gpu_pairs_per_layer']:,.1f} "
+                     f"(token, expert) pairs per MoE layer; mean "
+                     f"{moe['mean_gpu_pairs_per_layer']:,.1f}")
+    return lines
+
+
+def aligned(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
+    """The rows as lines of columns padded to the widest cell, numbers right-aligned."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return [" ".join(cell.rjust(width) if column in right else cell.ljust(width)
+                     for column, (cell, width) in enumerate(zip(row, widths, strict=True)))
+            .rstrip() for row in rows]
 
 
 class Breakdown(Static):
@@ -31,17 +63,19 @@ class Breakdown(Static):
     every change)."""
 
     def show_figures(self, figures: ExplorerFigures) -> None:
-        rows = [HEADINGS, *breakdown_rows(figures.report)]
-        widths = [max(len(row[column]) for row in rows) for column in range(len(HEADINGS))]
+        report = figures.report
+        lines = aligned([HEADINGS, *breakdown_rows(report)], RIGHT_ALIGNED)
+        bold = {0, len(lines) - 1}  # headings and the whole step
+        if report["collectives"]:
+            bold.add(len(lines) + 1)
+            lines += ["", *aligned([COLLECTIVE_HEADINGS, *collective_rows(report)],
+                                   COLLECTIVE_RIGHT_ALIGNED), *layout_lines(report)]
         text = Text(no_wrap=True, overflow="ellipsis")
-        for index, row in enumerate(rows):
-            cells = [cell.rjust(width) if column in RIGHT_ALIGNED else cell.ljust(width)
-                     for column, (cell, width) in enumerate(zip(row, widths, strict=True))]
-            line = " ".join(cells).rstrip()
-            bold = index == 0 or index == len(rows) - 1  # headings and the whole step
-            text.append(("\n" if index else "") + line, "bold" if bold else "")
-        # a layout pass only when the number of parts changes (activation traffic)
-        layout, self._row_count = len(rows) != self._row_count, len(rows)
+        for index, line in enumerate(lines):
+            text.append(("\n" if index else "") + line, "bold" if index in bold else "")
+        # a layout pass only when the number of lines changes (activation traffic, a
+        # cluster layout)
+        layout, self._row_count = len(lines) != self._row_count, len(lines)
         self.update(text, layout=layout)
 
     _row_count = 0
