@@ -1,6 +1,8 @@
 """The command palette (ctrl+p) drives the Explorer by name: `gpu h200`, `model
-llama-3-70b`, `tp 4`, `profile derated`, `kv fp8`, `open results`, `export`. Fuzzy, as
-Textual matches: the letters in order (`kv fp8` finds `KV dtype fp8`).
+llama-3-70b`, `tp 4`, `profile derated`, `kv fp8`, `system gb200-nvl72`, `ep 8`, `open
+results`, `export`: one command per choice or number of every control in `CONTROLS`, so
+a new control is in the palette as it is added. Fuzzy, as Textual matches: the letters
+in order (`kv fp8` finds `KV dtype fp8`).
 
 A control command sets the control's field, so the change goes the way a typed one
 does (refused values are refused in place; a model change resets what depends on it).
