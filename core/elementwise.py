@@ -42,6 +42,8 @@ def as_float64(value):
 
 
 def maximum(a, b):
+    if type(a) is float and type(b) is float:  # the plain path, NaN first as numpy's
+        return a if a >= b or a != a else b
     if type(a) is _ARRAY or type(b) is _ARRAY:
         return np.maximum(a, b)
     if a != a or b != b:  # NaN
@@ -50,6 +52,8 @@ def maximum(a, b):
 
 
 def minimum(a, b):
+    if type(a) is float and type(b) is float:
+        return a if a <= b or a != a else b
     if type(a) is _ARRAY or type(b) is _ARRAY:
         return np.minimum(a, b)
     if a != a or b != b:
@@ -58,6 +62,8 @@ def minimum(a, b):
 
 
 def where(condition, a, b):
+    if type(condition) is bool and type(a) is float and type(b) is float:
+        return a if condition else b
     if type(condition) is _ARRAY or type(a) is _ARRAY or type(b) is _ARRAY:
         return np.where(condition, a, b)
     return _scalar(a if condition else b, condition, a, b)

@@ -168,11 +168,10 @@ class PointConfig:
         `python_floats` plain floats, cheaper again but raising ZeroDivisionError where
         numpy gives inf or NaN), the tables behind them gathered once per (GPU, model,
         formats, layout, ...) and kept."""
-        expert_dtype = self.resolved_expert_weight_dtype
         inputs = _gathered_inputs(
             _Spec(self.gpu), _Spec(self.model), _Spec(self.draft_model), _Spec(self.system),
-            self.resolved_weight_dtype, self.resolved_kv_dtype, self.resolved_compute_dtype,
-            expert_dtype, self.tp, self.spec_tokens, self.acceptance or 0.0, self.energy,
+            self.weight_dtype, self.kv_dtype, self.compute_dtype, self.expert_weight_dtype,
+            self.tp, self.spec_tokens, self.acceptance or 0.0, self.energy,
             self.price_per_gpu_hour, self.pp, self.ep, self.dp, self.micro_batches,
             self.assumptions.mfu, self.assumptions.mbu,
             self.assumptions.memory_reserve_gb)[python_floats]
@@ -209,6 +208,13 @@ def _gathered_inputs(gpu, model, draft_model, system, weight_dtype, kv_dtype,
     """One configuration's StepInputs fields but its batch and lengths, built from
     one-entry tables (most of a single evaluation's cost before this cache): as numpy
     scalars, and as plain floats."""
+    # the formats as the configuration resolves them (the model's own where None)
+    formats = PointConfig(gpu=gpu.spec, model=model.spec, weight_dtype=weight_dtype,
+                          kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                          expert_weight_dtype=expert_dtype)
+    weight_dtype, kv_dtype = formats.resolved_weight_dtype, formats.resolved_kv_dtype
+    compute_dtype = formats.resolved_compute_dtype
+    expert_dtype = formats.resolved_expert_weight_dtype
     gpu.spec.peak_flops(compute_dtype)  # a clear error if the GPU lacks it
     models = [model.spec] + ([draft_model.spec] if draft_model.spec else [])
     inputs = gather_step_inputs(
