@@ -176,9 +176,12 @@ class PointConfig:
             self.assumptions.mfu, self.assumptions.mbu,
             self.assumptions.memory_reserve_gb)[python_floats]
         number = float if python_floats else _F64
-        return StepInputs(**inputs, batch=number(self.batch), context=number(self.context),
-                          prefill=number(self.prefill),
-                          prefill_context=number(self.prefill_context))
+        # the cached fields copied in whole: __init__ would set 31 frozen fields one by one
+        step = object.__new__(StepInputs)
+        step.__dict__.update(inputs, batch=number(self.batch), context=number(self.context),
+                             prefill=number(self.prefill),
+                             prefill_context=number(self.prefill_context))
+        return step
 
 
 _F64 = np.float64
