@@ -53,6 +53,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -427,6 +428,36 @@ STEP_COLUMNS = ("start_s", "duration_s", "decode_tokens", "decode_context_tokens
                 "prefill_tokens", "prefill_chunks", "waiting", "running", "kv_tokens")
 
 
+class StepLog(Mapping):
+    """STEP_COLUMNS from the dynamic loop's flat records ((start, duration) and the seven
+    counts, per step), split into columns when first read: a rate search that reads only
+    the requests' times never pays for the conversion."""
+
+    def __init__(self, times: list[float], counts: list[int]) -> None:
+        self._records: tuple[list[float], list[int]] | None = (times, counts)
+        self._columns: dict[str, np.ndarray] = {}
+
+    def _split(self) -> dict[str, np.ndarray]:
+        if self._records is not None:
+            times, counts = self._records
+            time_columns = np.ascontiguousarray(np.array(times, np.float64).reshape(-1, 2).T)
+            count_columns = np.ascontiguousarray(
+                np.array(counts, np.int64).reshape(-1, len(STEP_COLUMNS) - 2).T)
+            self._columns = dict(zip(STEP_COLUMNS, [*time_columns, *count_columns],
+                                     strict=True))
+            self._records = None
+        return self._columns
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._split()[name]
+
+    def __iter__(self):
+        return iter(STEP_COLUMNS)
+
+    def __len__(self) -> int:
+        return len(STEP_COLUMNS)
+
+
 @dataclass(frozen=True)
 class Simulation:
     """What one run produced: per-request times, per-step records, ITL samples."""
@@ -436,7 +467,7 @@ class Simulation:
     first_token_s: np.ndarray  # time of each request's first output token
     finish_s: np.ndarray  # time of its last output token
     preemptions: np.ndarray  # times each request was preempted
-    steps: dict[str, np.ndarray]  # STEP_COLUMNS, one entry per step
+    steps: Mapping[str, np.ndarray]  # STEP_COLUMNS, one entry per step
     resume_gaps_s: np.ndarray  # token gaps across a preemption (recompute)
     kv_capacity_tokens: int
     arrival_s: np.ndarray | None = None  # realised arrivals, when turns wait for others
@@ -883,13 +914,9 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                 bucket[(context - 1 - k0) % block] += 1
         step += 1
 
-    time_columns = np.ascontiguousarray(np.array(times, np.float64).reshape(-1, 2).T)
-    count_columns = np.ascontiguousarray(
-        np.array(counts, np.int64).reshape(-1, len(STEP_COLUMNS) - 2).T)
-    steps = dict(zip(STEP_COLUMNS, [*time_columns, *count_columns], strict=True))
     return Simulation(config=config, requests=requests, first_token_s=np.array(first),
                       finish_s=np.array(finish), preemptions=np.array(preempted, np.int64),
-                      steps=steps, resume_gaps_s=np.array(resume_gaps),
+                      steps=StepLog(times, counts), resume_gaps_s=np.array(resume_gaps),
                       kv_capacity_tokens=capacity,
                       arrival_s=None if sessions is None else np.array(arrival),
                       prefix_cache=None if cache is None else cache.summary(load_stall))

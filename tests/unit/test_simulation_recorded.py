@@ -47,6 +47,11 @@ CASES = [
                         "kv_admission": "paged"}),
     ("llama-3-8b", "derated", 20, ("exp:mean=900,cap=3000", "exp:mean=300,cap=1500"),
      "closed", {"policy": "static", "max_batch": 64}),
+    # light loads: long stretches of decodes alone
+    ("llama-3-8b", "derated", None, ("exp:mean=600,cap=4000", "exp:mean=300,cap=1500"),
+     "poisson:rate=1.5", {"policy": "chunked", "max_batch": 64, "token_budget": 512}),
+    ("gemma-2-9b", "h100-trtllm", None, ("exp:mean=3000,cap=9000", "exp:mean=400,cap=2000"),
+     "poisson:rate=0.5", {"policy": "continuous", "max_batch": 16}),
 ]
 SESSION_SPEC = ("sessions:turns=4,system=700,first=(exp:mean=400),growth=(exp:mean=150),"
                 "output=(exp:mean=120),think=3")
@@ -105,6 +110,8 @@ RECORDED = {
     "case 5": "54db85edc6e19c1df1833861bba086f81bacfbd5942f3fb4d55a6ea66a25134f",
     "case 6": "062317ed56fd8dc673c22545a3e08c0c9745b549f21a9e5c87b59c09ed9e4b89",
     "case 7": "14a0f52aa1550930fb349e6998690f31abe6c0749b838c941fcc71bf60f392fc",
+    "case 8": "b479d03f58c368467f7c2652f7b5a7d0184d84d73423b5f444535431154c3b08",
+    "case 9": "7598c41feb1212b23c1e94178188f69fb146471cae7cae500c4942df8436c49a",
     "sessions 0": "ad1293956bd9ab8667e287f9622fcd0f4c5f5b2c95c702e7fce1f20120272884",
     "sessions 1": "0a329f02efd9ec972021f74b8567a3cff00297e21d506c7a63830e9cc14c14c1",
 }
