@@ -347,6 +347,16 @@ class Controls(VerticalScroll, can_focus=False):
         text = Text(errors[-1], style="red") if errors else self._status
         if label.content != text:  # most key presses leave it empty: no layout pass
             label.update(text)
+            if text:
+                self.call_after_refresh(self._reveal_message)
+
+    def _reveal_message(self) -> None:
+        """Scroll the message into view (at 80×24 it lies below the last control), but
+        never the field being edited out of it."""
+        self.scroll_to_widget(self.query_one("#control-message"), animate=False)
+        focused = self.screen.focused
+        if focused is not None and self in focused.ancestors:
+            self.scroll_to_widget(focused, animate=False)
 
     @property
     def settings(self) -> ExplorerSettings:
