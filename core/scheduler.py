@@ -244,10 +244,12 @@ class StepCosts:
             flops = [_quadratic(chunk[f"{p}_flops"][rows].tolist()) for p in self.parts]
             nbytes = [_quadratic(chunk[f"{p}_bytes"][rows].tolist()) for p in self.parts]
             self.chunk_regimes.append((n0, c0, flops, nbytes))
-        # what `time` needs: no chunk GEMM bytes (the weights are read once per step)
-        self._chunk_step_terms = [
-            (n0, c0, flops, [terms for p, terms in enumerate(nbytes) if p != self.gemm])
-            for n0, c0, flops, nbytes in self.chunk_regimes]
+        # what `time` needs, per part: each regime's quadratics
+        self._chunk_origins = [(n0, c0) for n0, c0, _, _ in self.chunk_regimes]
+        self._terms = tuple(
+            (*terms, [flops[p] for _, _, flops, _ in self.chunk_regimes],
+             [nbytes[p] for _, _, _, nbytes in self.chunk_regimes])
+            for p, terms in enumerate(self._terms))
 
     def _fit_weight_bytes(self) -> None:
         """GEMM bytes as a function of the step's tokens: constant for dense models."""
@@ -295,22 +297,13 @@ class StepCosts:
         inner loop: plain floats, no numpy, each sum in the order the checks above pinned
         (the parts' FLOPs and bytes over the chunks in the chunks' order)."""
         tokens = batch
-        chunk_flops = chunk_bytes = None
+        shapes = []  # per chunk: its window regime and the quadratic's monomials
         for n, c in chunks:
             tokens += n
-            n0, c0, flop_terms, byte_terms = self._chunk_step_terms[
-                0 if c + n <= self.window else 1 if c < self.window else 2]
+            regime = 0 if c + n <= self.window else 1 if c < self.window else 2
+            n0, c0 = self._chunk_origins[regime]
             u, v = n - n0, c - c0
-            uu, uv, vv = u * u, u * v, v * v
-            flops = [f00 + a * u + b * v + d * uu + e * uv + g * vv
-                     for f00, a, b, d, e, g in flop_terms]
-            nbytes = [f00 + a * u + b * v + d * uu + e * uv + g * vv
-                      for f00, a, b, d, e, g in byte_terms]
-            if chunk_flops is None:
-                chunk_flops, chunk_bytes = flops, nbytes
-            else:
-                chunk_flops = [x + y for x, y in zip(chunk_flops, flops, strict=True)]
-                chunk_bytes = [x + y for x, y in zip(chunk_bytes, nbytes, strict=True)]
+            shapes.append((regime, u, v, u * u, u * v, v * v))
         weights = self._constant_weight_bytes
         if weights is None:
             weights = self.weight_bytes(int(tokens))
@@ -321,16 +314,23 @@ class StepCosts:
         timing, gemm = self.timing, self.gemm
         total = total_flops = total_bytes = link_time = 0.0
         for i, (flop_table, flop_below, flop_above, byte_table, byte_below, byte_above,
-                on_link) in enumerate(self._terms):
+                on_link, flop_terms, byte_terms) in enumerate(self._terms):
             flops = flop_table[batch] + flop_below * sum_window_context + flop_above * beyond
             if i == gemm:  # the weights: read once for the whole step
                 nbytes = weights
             else:
                 nbytes = byte_table[batch] + byte_below * sum_window_context + byte_above * beyond
-                if chunk_bytes is not None:
-                    nbytes += chunk_bytes[i - (i > gemm)]
-            if chunk_flops is not None:
-                flops += chunk_flops[i]
+            if shapes:
+                chunk_flops = chunk_bytes = 0.0
+                for regime, u, v, uu, uv, vv in shapes:
+                    f00, a, b, d, e, g = flop_terms[regime]
+                    chunk_flops += f00 + a * u + b * v + d * uu + e * uv + g * vv
+                    if i != gemm:
+                        f00, a, b, d, e, g = byte_terms[regime]
+                        chunk_bytes += f00 + a * u + b * v + d * uu + e * uv + g * vv
+                flops += chunk_flops
+                if i != gemm:
+                    nbytes += chunk_bytes
             if timing is not None:  # the work only time pays, over the part's fractions
                 t = timing[i]
                 sequences = batch + len(chunks)
