@@ -17,7 +17,7 @@ gathered once, evaluated by one `evaluate_step` call (which now evaluates blocks
 itself), by one call with the blocks switched off, and by calls of 65,536 points.
 
     python benchmarks/bench_point.py [--configs 20000] [--repeats 3] [--features]
-        [--before afe7641] [--flat-points 1000000]
+        [--setups N] [--before afe7641] [--flat-points 1000000]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def use_core_from(root: Path) -> None:
     sys.modules["rooftui"] = package
 
 
-def configurations(count: int, features: bool, seed: int = 0) -> list:
+def configurations(count: int, features: bool, setups: int = 0, seed: int = 0) -> list:
     import numpy as np
 
     from rooftui.core.assumptions import load_profile
@@ -62,13 +62,16 @@ def configurations(count: int, features: bool, seed: int = 0) -> list:
     drafts = [None, load_model("llama-3-8b")]
     profiles = [load_profile(name) for name in ("ideal", "derated", "h100-splitwise")]
     systems = [None, load_system("hgx-h200-ib")]
-    out = []
+    out, pool = [], []
     while len(out) < count:
+        lengths = {"batch": int(rng.integers(1, 1025)),
+                   "context": int(rng.integers(128, 131073)),
+                   "prefill": 512 if rng.random() < 0.3 else 0}
+        if setups and len(pool) >= setups:  # a known setup at another batch and lengths
+            out.append(pool[rng.integers(len(pool))].with_changes(**lengths))
+            continue
         values = {"gpu": gpus[rng.integers(len(gpus))],
-                  "model": models[rng.integers(len(models))],
-                  "batch": int(rng.integers(1, 1025)),
-                  "context": int(rng.integers(128, 131073)),
-                  "prefill": 512 if rng.random() < 0.3 else 0,
+                  "model": models[rng.integers(len(models))], **lengths,
                   "weight_dtype": ["bf16", "fp8"][rng.integers(2)],
                   "kv_dtype": ["bf16", "fp8"][rng.integers(2)]}
         if features:
@@ -86,6 +89,7 @@ def configurations(count: int, features: bool, seed: int = 0) -> list:
             config = PointConfig(**values)
             config.step_inputs()  # a GPU without a peak for the format refuses it
             out.append(config)
+            pool.append(config)
         except SpecError:
             continue
     return out
@@ -146,7 +150,8 @@ def before_rate(rev: str, args) -> float:
         files.extractall(scratch, filter="data")
         result = subprocess.run(
             [sys.executable, __file__, "--core-from", scratch, "--configs", str(args.configs),
-             "--repeats", str(args.repeats)] + (["--features"] if args.features else []),
+             "--repeats", str(args.repeats), "--setups", str(args.setups)]
+            + (["--features"] if args.features else []),
             capture_output=True, text=True, check=True)
     return float(result.stdout.split()[-1])
 
@@ -177,19 +182,25 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--features", action="store_true")
+    parser.add_argument("--setups", type=int, default=0,
+                        help="draw the configurations from this many setups (GPU, model, "
+                             "formats, layout, ...) at random batches and lengths, as an "
+                             "explorer or optimizer moves; 0: each its own setup")
     parser.add_argument("--before", metavar="REV", help="also time evaluate_point at REV")
     parser.add_argument("--flat-points", type=int, default=1_000_000, help="0: skip")
     parser.add_argument("--core-from", help=argparse.SUPPRESS)  # --before's subprocess
     args = parser.parse_args()
     if args.core_from:
         use_core_from(Path(args.core_from))
-        print(per_call_rate(configurations(args.configs, args.features), args.repeats))
+        print(per_call_rate(configurations(args.configs, args.features, args.setups),
+                            args.repeats))
         return
     from machine_info import describe_machine
 
     print(f"machine: {describe_machine()}")
-    configs = configurations(args.configs, args.features)
+    configs = configurations(args.configs, args.features, args.setups)
     kind = "every feature" if args.features else "dense"
+    kind += f", {args.setups} setups" if args.setups else ", each its own setup"
     now = per_call_rate(configs, args.repeats)
     rebuilt = per_call_rate(configs, args.repeats, clear_cache=True)
     print(f"evaluate_point ({kind}, {len(configs):,} configurations, best of "

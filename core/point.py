@@ -4,7 +4,7 @@ by the vectorised step model; the form `sweep point`, the TUI and the simulator 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -166,12 +166,14 @@ class PointConfig:
     def step_inputs(self, *, python_floats: bool = False) -> StepInputs:
         """The step model's inputs: single numbers (numpy float64 scalars, or with
         `python_floats` plain floats, cheaper again but raising ZeroDivisionError where
-        numpy gives inf or NaN), the tables behind them gathered once per (GPU, model,
-        formats, layout, ...) and kept."""
+        numpy gives inf or NaN); the one-entry tables behind them are kept per (GPU,
+        model, draft, system), the gathered inputs per configuration but its batch and
+        lengths."""
+        expert_dtype = self.resolved_expert_weight_dtype
         inputs = _gathered_inputs(
             _Spec(self.gpu), _Spec(self.model), _Spec(self.draft_model), _Spec(self.system),
-            self.weight_dtype, self.kv_dtype, self.compute_dtype, self.expert_weight_dtype,
-            self.tp, self.spec_tokens, self.acceptance or 0.0, self.energy,
+            self.resolved_weight_dtype, self.resolved_kv_dtype, self.resolved_compute_dtype,
+            expert_dtype, self.tp, self.spec_tokens, self.acceptance or 0.0, self.energy,
             self.price_per_gpu_hour, self.pp, self.ep, self.dp, self.micro_batches,
             self.assumptions.mfu, self.assumptions.mbu,
             self.assumptions.memory_reserve_gb)[python_floats]
@@ -185,6 +187,7 @@ class PointConfig:
 
 
 _F64 = np.float64
+_PER_CALL = ("batch", "context", "prefill", "prefill_context")
 
 
 class _Spec:
@@ -203,53 +206,49 @@ class _Spec:
         return self.spec is other.spec or self.spec == other.spec
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
+def _tables(gpu, model, draft_model, system):
+    """One-entry GPU and system tables, and the model's (and its draft's)."""
+    models = [model.spec] + ([draft_model.spec] if draft_model.spec else [])
+    return (GPUTable.of([gpu.spec]), ModelArrays.stack(models),
+            None if system.spec is None else SystemTable.of([system.spec]))
+
+
+@functools.lru_cache(maxsize=1024)
 def _gathered_inputs(gpu, model, draft_model, system, weight_dtype, kv_dtype,
                      compute_dtype, expert_dtype, tp, spec_tokens, acceptance, energy,
                      price_per_gpu_hour, pp, ep, dp, micro_batches, mfu, mbu,
                      memory_reserve_gb) -> tuple[dict, dict]:
-    """One configuration's StepInputs fields but its batch and lengths, built from
-    one-entry tables (most of a single evaluation's cost before this cache): as numpy
-    scalars, and as plain floats."""
-    # the formats as the configuration resolves them (the model's own where None)
-    formats = PointConfig(gpu=gpu.spec, model=model.spec, weight_dtype=weight_dtype,
-                          kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                          expert_weight_dtype=expert_dtype)
-    weight_dtype, kv_dtype = formats.resolved_weight_dtype, formats.resolved_kv_dtype
-    compute_dtype = formats.resolved_compute_dtype
-    expert_dtype = formats.resolved_expert_weight_dtype
+    """One configuration's StepInputs fields but its batch and lengths, as numpy scalars
+    and as plain floats."""
     gpu.spec.peak_flops(compute_dtype)  # a clear error if the GPU lacks it
-    models = [model.spec] + ([draft_model.spec] if draft_model.spec else [])
+    gpus, models, systems = _tables(gpu, model, draft_model, system)
     inputs = gather_step_inputs(
-        GPUTable.of([gpu.spec]), ModelArrays.stack(models), gpu=0, model=0,
-        batch=0.0, context=0.0, prefill=0.0, prefill_context=0.0,
-        weight_dtype=dtype_code(weight_dtype), kv_dtype=dtype_code(kv_dtype),
-        compute_dtype=dtype_code(compute_dtype),
+        gpus, models, gpu=0, model=0, batch=0.0, context=0.0, prefill=0.0,
+        prefill_context=0.0, weight_dtype=dtype_code(weight_dtype),
+        kv_dtype=dtype_code(kv_dtype), compute_dtype=dtype_code(compute_dtype),
         expert_weight_dtype=None if expert_dtype is None else dtype_code(expert_dtype),
         tp=tp, spec_tokens=spec_tokens, acceptance=acceptance,
         draft_model=1 if draft_model.spec else None,
         energy=energy, price_per_gpu_hour=price_per_gpu_hour,
         pp=pp, ep=ep, dp=dp, micro_batches=micro_batches,
-        systems=None if system.spec is None else SystemTable.of([system.spec]),
-        system=None if system.spec is None else 0,
+        systems=systems, system=None if systems is None else 0,
         mfu=mfu, mbu=mbu, memory_reserve_gb=memory_reserve_gb)
-    return tuple({name: value for name, value in vars(_single_numbers(inputs, plain)).items()
-                  if name not in ("batch", "context", "prefill", "prefill_context")}
-                 for plain in (False, True))
+    fields_ = {name: value for name, value in vars(inputs).items() if name not in _PER_CALL}
+    return _single_numbers(fields_, plain=False), _single_numbers(fields_, plain=True)
 
 
-def _single_numbers(values, plain: bool):
-    """`values` (StepInputs or ModelArrays) with each 0-d array as a numpy scalar (the
-    same IEEE arithmetic at a fraction of an array's cost per operation), or with `plain`
-    each number as a Python float."""
-    changes = {}
-    for item in fields(values):
-        value = getattr(values, item.name)
+def _single_numbers(values: dict, plain: bool) -> dict:
+    """`values` (fields of StepInputs or ModelArrays) with each 0-d array as a numpy
+    scalar (the same IEEE arithmetic at a fraction of an array's cost per operation), or
+    with `plain` each number as a Python float."""
+    out = dict(values)
+    for name, value in values.items():
         if isinstance(value, np.ndarray | np.generic) and value.ndim == 0:
-            changes[item.name] = value.item() if plain else value[()]
+            out[name] = value.item() if plain else value[()]
         elif isinstance(value, ModelArrays):
-            changes[item.name] = _single_numbers(value, plain)
-    return replace(values, **changes)
+            out[name] = ModelArrays(**_single_numbers(vars(value), plain))
+    return out
 
 
 # what a profile assumes that one configuration may override (None: the profile's)
