@@ -384,16 +384,16 @@ def test_a_request_larger_than_the_kv_cache_is_refused():
 
 def test_costs_refuse_a_core_they_cannot_reproduce(monkeypatch):
     """If the step model changes shape (here: a per-step constant), building fails."""
-    import rooftui.core.scheduler as scheduler
+    import rooftui.core.step_costs as step_costs
 
-    real = scheduler.evaluate_step
+    real = step_costs.evaluate_step
 
     def with_launch_overhead(inputs, assumptions, tpot_budget=None):
         out = dict(real(inputs, assumptions, tpot_budget))
         out["step_time_s"] = out["step_time_s"] + 1e-5
         return out
 
-    monkeypatch.setattr(scheduler, "evaluate_step", with_launch_overhead)
+    monkeypatch.setattr(step_costs, "evaluate_step", with_launch_overhead)
     config = point_config()
     with pytest.raises(RuntimeError, match="no longer reproduces evaluate_step"):
         StepCosts(config.step_inputs(), Assumptions(), 16)

@@ -1,0 +1,320 @@
+"""Step times of any batch composition for the serving simulator (`core.scheduler`), equal
+to the core step model's (`core.step.evaluate_step`) to the bit, from a handful of
+evaluate_step calls: see `StepCosts`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from rooftui.core.assumptions import Assumptions
+from rooftui.core.errors import SpecError
+from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step, part_timing
+
+
+def _quadratic(values: list[float]) -> tuple[float, ...]:
+    """Coefficients (f00, a, b, d, e, g) of f(u, v) = f00 + a u + b v + d u^2 + e u v + g v^2
+    from its values at (0,0), (1,0), (2,0), (0,1), (1,1), (0,2): exact finite differences."""
+    f00, f10, f20, f01, f11, f02 = values
+    d = (f20 - 2.0 * f10 + f00) / 2.0
+    g = (f02 - 2.0 * f01 + f00) / 2.0
+    e = f11 - f10 - f01 + f00
+    return f00, f10 - f00 - d, f01 - f00 - g, d, e, g
+
+
+_STENCIL = ((0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (0, 2))
+
+
+def _poly(coefficients, u, v):
+    f00, a, b, d, e, g = coefficients
+    return f00 + a * u + b * v + d * u * u + e * u * v + g * v * v
+
+
+class StepCosts:
+    """Step times of any batch composition, equal to the core step model's.
+
+    Built from a handful of `evaluate_step` calls on arrays, using three facts about the
+    core's parts (each checked against evaluate_step when the object is built, so a core
+    change that breaks one fails loudly instead of drifting):
+
+    1. a decode group of B sequences costs, per part, a function of B (tabulated for
+       B = 0..max_batch at context 0) plus, per sequence, a term linear in its context S
+       below the sliding window w and linear with another slope above it; so the group
+       needs only B, the summed context and the summed min(S, w);
+    2. a prefill chunk of n tokens after c cached costs a quadratic in (n, c) on each of
+       the three window regimes (c + n <= w; c < w < c + n; c >= w), fitted exactly
+       from six evaluations per regime;
+    3. parts add over the decode group and the chunks, except the GEMM's weight bytes,
+       which are read once per step: they are evaluated at the step's total tokens.
+
+    FLOPs and bytes of real steps are integers (or halves) far below 2^53, so these sums
+    are exact in float64 and the times are the core's to the last bit: each part is timed
+    as the core times it (max(F / compute rate, bytes / memory rate); the interconnect
+    parts at bytes / link rate), then the part times are summed (overlap "parts"), or the
+    roofline is taken over the summed FLOPs and bytes and the link times (overlap "full").
+    Speculative decoding (several tokens per sequence and step) is refused.
+    """
+
+    def __init__(self, inputs: StepInputs, assumptions: Assumptions, max_batch: int) -> None:
+        self.inputs = inputs
+        self.assumptions = assumptions
+        self.max_batch = int(max_batch)
+        if np.any(np.asarray(inputs.spec_tokens) != 0):
+            raise SpecError("the simulator runs one token per sequence and decode step; "
+                            "speculative decoding (--spec-tokens) is not simulated")
+        self.compute_rate = float(inputs.mfu * inputs.peak_flops)
+        self.memory_rate = float(inputs.mbu * inputs.bandwidth)
+        self.link_rate = float(np.asarray(inputs.interconnect))
+        self.overlap_parts = assumptions.overlap == "parts"
+        window = float(np.asarray(inputs.model.window))
+        self.window = window if math.isfinite(window) and np.asarray(
+            inputs.model.windowed_layers) > 0 else math.inf
+        if self.window < 3:
+            raise SpecError(f"the simulator needs a sliding window of at least 3 tokens, "
+                            f"got {self.window:g}")
+
+        decode = self._evaluate(batch=np.arange(self.max_batch + 1.0))
+        self.parts = tuple(p for p in PARTS if f"{p}_flops" in decode)
+        self.gemm = self.parts.index("gemm")
+        # parts timed at the interconnect (tensor-parallel all-reduces), not on a roofline
+        self.links = tuple(p in LINK_PARTS for p in self.parts)
+        self.decode_flops = [decode[f"{p}_flops"].tolist() for p in self.parts]
+        self.decode_bytes = [decode[f"{p}_bytes"].tolist() for p in self.parts]
+        self._decode_flops_array = np.array(self.decode_flops)
+        self._decode_bytes_array = np.array(self.decode_bytes)
+        self._fit_context_slopes()
+        self._terms = tuple(zip(self.decode_flops, self.below_flops, self.above_flops,
+                                self.decode_bytes, self.below_bytes, self.above_bytes,
+                                self.links, strict=True))
+        # a calibrated profile's efficiencies and overheads (None and 0 when ideal)
+        timing = part_timing(inputs, assumptions)
+        self.timing = None if timing is None else tuple(timing[0][p] for p in self.parts)
+        self.fixed_s = 0.0 if timing is None else timing[1]
+        self._fit_chunks()
+        self._fit_weight_bytes()
+        # KV capacity per GPU: the memory the weights and the reserve leave, over one
+        # more cached token's bytes on this GPU (every layer, as a paged cache holds it)
+        memory = self._evaluate(batch=1.0, context=np.array([0.0, 1.0]))
+        self.kv_bytes_per_token = float(memory["kv_bytes"][1] - memory["kv_bytes"][0])
+        self.weight_resident_bytes = float(memory["weight_bytes"][0])
+        free = float(inputs.memory - inputs.memory_reserve) - self.weight_resident_bytes
+        self.kv_capacity_tokens = max(0, math.floor(free / self.kv_bytes_per_token))
+        self._check_against_core()
+
+    # --- building -------------------------------------------------------------------
+    def _evaluate(self, batch=0.0, context=0.0, prefill=0.0, prefill_context=0.0):
+        f64 = np.float64
+        probe = replace(self.inputs, batch=np.asarray(batch, f64),
+                        context=np.asarray(context, f64), prefill=np.asarray(prefill, f64),
+                        prefill_context=np.asarray(prefill_context, f64))
+        shape = np.broadcast_shapes(*(np.shape(x) for x in (batch, context, prefill,
+                                                            prefill_context)))
+        # a metric that does not depend on a probed input comes back unbroadcast
+        return {key: np.broadcast_to(value, shape)
+                for key, value in evaluate_step(probe, self.assumptions).items()}
+
+    def _fit_context_slopes(self) -> None:
+        """Per-sequence context terms: slope below the window and above it."""
+        w = self.window
+        anchors = [0.0, 1.0, 2.0] + ([w, w + 1, w + 2] if math.isfinite(w) else [])
+        one = self._evaluate(batch=1.0, context=np.array(anchors))
+        self.below_flops, self.above_flops, self.below_bytes, self.above_bytes = [], [], [], []
+        for p in self.parts:
+            for kind, below, above in (("flops", self.below_flops, self.above_flops),
+                                       ("bytes", self.below_bytes, self.above_bytes)):
+                value = one[f"{p}_{kind}"].tolist()
+                below.append(value[1] - value[0])
+                above.append(value[4] - value[3] if math.isfinite(w) else value[1] - value[0])
+
+    def _regimes(self) -> list[tuple[float, float]]:
+        """Stencil origins (n0, c0) inside each window regime."""
+        w = self.window
+        if not math.isfinite(w):
+            return [(1.0, 0.0)]
+        return [(1.0, 0.0), (4.0, w - 3.0), (1.0, w)]
+
+    def _fit_chunks(self) -> None:
+        origins = self._regimes()
+        n = np.array([n0 + du for n0, _ in origins for du, _ in _STENCIL])
+        c = np.array([c0 + dv for _, c0 in origins for _, dv in _STENCIL])
+        chunk = self._evaluate(prefill=n, prefill_context=c)
+        self.chunk_regimes = []
+        for r, (n0, c0) in enumerate(origins):
+            rows = slice(6 * r, 6 * r + 6)
+            flops = [_quadratic(chunk[f"{p}_flops"][rows].tolist()) for p in self.parts]
+            nbytes = [_quadratic(chunk[f"{p}_bytes"][rows].tolist()) for p in self.parts]
+            self.chunk_regimes.append((n0, c0, flops, nbytes))
+        # what `time` needs, per part: each regime's quadratics
+        self._chunk_origins = [(n0, c0) for n0, c0, _, _ in self.chunk_regimes]
+        self._terms = tuple(
+            (*terms, [flops[p] for _, _, flops, _ in self.chunk_regimes],
+             [nbytes[p] for _, _, _, nbytes in self.chunk_regimes])
+            for p, terms in enumerate(self._terms))
+
+    def _fit_weight_bytes(self) -> None:
+        """GEMM bytes as a function of the step's tokens: constant for dense models."""
+        tokens = np.array([1.0, 2.0, 3.0, 64.0, 4096.0, 2.0 ** 20])
+        read = self._evaluate(batch=tokens)["gemm_bytes"].tolist()
+        self._constant_weight_bytes = read[0] if len(set(read)) == 1 else None
+        self._weight_bytes_memo: dict[int, float] = {}
+
+    def weight_bytes(self, tokens: int) -> float:
+        """Bytes of weights the step's GEMMs read (once per step)."""
+        if self._constant_weight_bytes is not None:
+            return self._constant_weight_bytes if tokens > 0 else 0.0
+        if tokens not in self._weight_bytes_memo:  # e.g. MoE: experts touched grow with T
+            value = self._evaluate(batch=float(tokens))["gemm_bytes"]
+            self._weight_bytes_memo[tokens] = float(np.asarray(value))
+        return self._weight_bytes_memo[tokens]
+
+    def _check_against_core(self) -> None:
+        """Every shape of step the core can express, compared with evaluate_step."""
+        w = self.window
+        contexts = [1.0, 300.0, 5000.0] + ([w - 1, w, w + 1, 3 * w] if math.isfinite(w) else [])
+        chunks = [(1.0, 0.0), (512.0, 0.0), (37.0, 1000.0), (3000.0, 2500.0)]
+        if math.isfinite(w):
+            chunks += [(2.0, w - 2), (10.0, w - 3), (w + 5, 7.0), (5.0, w), (100.0, 2 * w)]
+        batches = sorted({1, min(7, self.max_batch), self.max_batch})
+        probes = [(b, s, 0.0, 0.0) for b in batches for s in contexts]
+        probes += [(0, 0.0, n, c) for n, c in chunks]
+        probes += [(b, s, n, c) for b in batches for s in contexts[:2] for n, c in chunks[-3:]]
+        columns = (np.array(column, dtype=np.float64) for column in zip(*probes, strict=True))
+        core = self._evaluate(*columns)
+        expected = core["step_time_s"].tolist()
+        for (b, s, n, c), want in zip(probes, expected, strict=True):
+            got = self.time(int(b), b * s, b * min(s, w), [(n, c)] if n else ())
+            if not math.isclose(got, want, rel_tol=1e-12, abs_tol=0.0):
+                raise RuntimeError(
+                    f"scheduler step costing no longer reproduces evaluate_step at batch {b}, "
+                    f"context {s:g}, prefill {n:g} after {c:g}: {got!r} s vs {want!r} s; the "
+                    "step model's shape changed (see StepCosts in core/step_costs.py)")
+
+    # --- costing --------------------------------------------------------------------
+    def time(self, batch: int, sum_context: float, sum_window_context: float,
+             chunks=()) -> float:
+        """Seconds for `batch` decodes with these summed contexts (sum of S_i and of
+        min(S_i, window)) plus prefill `chunks` [(tokens, cached), ...]. The simulator's
+        inner loop: plain floats, no numpy, each sum in the order the checks above pinned
+        (the parts' FLOPs and bytes over the chunks in the chunks' order)."""
+        tokens = batch
+        shapes = []  # per chunk: its window regime and the quadratic's monomials
+        for n, c in chunks:
+            tokens += n
+            regime = 0 if c + n <= self.window else 1 if c < self.window else 2
+            n0, c0 = self._chunk_origins[regime]
+            u, v = n - n0, c - c0
+            shapes.append((regime, u, v, u * u, u * v, v * v))
+        weights = self._constant_weight_bytes
+        if weights is None:
+            weights = self.weight_bytes(int(tokens))
+        elif not tokens:
+            weights = 0.0
+        beyond = sum_context - sum_window_context
+        compute, memory, link = self.compute_rate, self.memory_rate, self.link_rate
+        timing, gemm = self.timing, self.gemm
+        total = total_flops = total_bytes = link_time = 0.0
+        for i, (flop_table, flop_below, flop_above, byte_table, byte_below, byte_above,
+                on_link, flop_terms, byte_terms) in enumerate(self._terms):
+            flops = flop_table[batch] + flop_below * sum_window_context + flop_above * beyond
+            if i == gemm:  # the weights: read once for the whole step
+                nbytes = weights
+            else:
+                nbytes = byte_table[batch] + byte_below * sum_window_context + byte_above * beyond
+            if shapes:
+                chunk_flops = chunk_bytes = 0.0
+                for regime, u, v, uu, uv, vv in shapes:
+                    f00, a, b, d, e, g = flop_terms[regime]
+                    chunk_flops += f00 + a * u + b * v + d * uu + e * uv + g * vv
+                    if i != gemm:
+                        f00, a, b, d, e, g = byte_terms[regime]
+                        chunk_bytes += f00 + a * u + b * v + d * uu + e * uv + g * vv
+                flops += chunk_flops
+                if i != gemm:
+                    nbytes += chunk_bytes
+            if timing is not None:  # the work only time pays, over the part's fractions
+                t = timing[i]
+                sequences = batch + len(chunks)
+                flops = (flops + t.flops_per_step + t.flops_per_query * tokens) / t.compute
+                nbytes = (nbytes + t.bytes_per_sequence * sequences + t.bytes_per_step) / t.memory
+            if on_link:
+                part_time = nbytes / link if nbytes > 0 else 0.0
+                if part_time > link_time:
+                    link_time = part_time
+            else:
+                part_time = flops / compute
+                if nbytes / memory > part_time:
+                    part_time = nbytes / memory
+                total_flops += flops
+                total_bytes += nbytes
+            total += part_time
+        fixed = self.fixed_s if tokens > 0 else 0.0
+        if self.overlap_parts:
+            return total + fixed
+        return max(total_flops / compute, total_bytes / memory, link_time) + fixed
+
+    def chunk_arrays(self, tokens: np.ndarray, cached: np.ndarray):
+        """`chunk` for arrays of chunks: per-part FLOPs and bytes arrays."""
+        tokens, cached = np.asarray(tokens, np.float64), np.asarray(cached, np.float64)
+        w = self.window
+        regime = np.where(cached + tokens <= w, 0, np.where(cached < w, 1, 2))
+        flops = [np.zeros(tokens.shape) for _ in self.parts]
+        nbytes = [np.zeros(tokens.shape) for _ in self.parts]
+        for r, (n0, c0, flop_terms, byte_terms) in enumerate(self.chunk_regimes):
+            here = regime == r
+            if not here.any():
+                continue
+            u, v = tokens[here] - n0, cached[here] - c0
+            for i in range(len(self.parts)):
+                flops[i][here] = _poly(flop_terms[i], u, v)
+                nbytes[i][here] = _poly(byte_terms[i], u, v)
+        return flops, nbytes
+
+    def decode_arrays(self, batch: np.ndarray, sum_context: np.ndarray,
+                      sum_window_context: np.ndarray):
+        """Per-part FLOPs and bytes arrays of decode groups (the arrays form of `time`'s
+        first lines)."""
+        batch = np.asarray(batch, dtype=np.int64)
+        beyond = sum_context - sum_window_context
+        flops = [self._decode_flops_array[i][batch] + self.below_flops[i] * sum_window_context
+                 + self.above_flops[i] * beyond for i in range(len(self.parts))]
+        nbytes = [self._decode_bytes_array[i][batch] + self.below_bytes[i] * sum_window_context
+                  + self.above_bytes[i] * beyond for i in range(len(self.parts))]
+        return flops, nbytes
+
+    def times(self, flops: list[np.ndarray], nbytes: list[np.ndarray],
+              tokens: np.ndarray, sequences: np.ndarray | None = None) -> np.ndarray:
+        """Step times from per-part FLOPs and bytes arrays and each step's total tokens
+        (which set the weight bytes) and sequences (decodes plus prompts; None: as many
+        as tokens, a decode step)."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        sequences = tokens if sequences is None else np.asarray(sequences)
+        nbytes = list(nbytes)
+        if self._constant_weight_bytes is None:
+            nbytes[self.gemm] = np.array([self.weight_bytes(int(t)) for t in tokens.flat])
+        else:
+            nbytes[self.gemm] = np.where(tokens > 0, self._constant_weight_bytes, 0.0)
+        if self.timing is not None:
+            flops = [(f + t.flops_per_step + t.flops_per_query * tokens) / t.compute
+                     for f, t in zip(flops, self.timing, strict=True)]
+            nbytes = [(b + t.bytes_per_sequence * sequences + t.bytes_per_step) / t.memory
+                      for b, t in zip(nbytes, self.timing, strict=True)]
+        return np.where(tokens > 0, self._roofline_times(flops, nbytes) + self.fixed_s, 0.0)
+
+    def _roofline_times(self, flops: list[np.ndarray], nbytes: list[np.ndarray]) -> np.ndarray:
+        """Per-part rooflines, summed (overlap "parts") or over the sums ("full")."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            part_times = [np.where(b > 0, b / self.link_rate, 0.0) if on_link
+                          else np.maximum(f / self.compute_rate, b / self.memory_rate)
+                          for f, b, on_link in zip(flops, nbytes, self.links, strict=True)]
+        if self.overlap_parts:
+            return sum(part_times)
+        roofline = sum(f for f, on_link in zip(flops, self.links, strict=True) if not on_link)
+        step = np.maximum(roofline / self.compute_rate, sum(
+            b for b, on_link in zip(nbytes, self.links, strict=True) if not on_link)
+            / self.memory_rate)
+        for part_time, on_link in zip(part_times, self.links, strict=True):
+            if on_link:
+                step = np.maximum(step, part_time)
+        return step
