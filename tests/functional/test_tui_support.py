@@ -12,6 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from rich.console import Console
+from textual.widgets import DataTable
 from textual.worker import WorkerCancelled
 
 from rooftui.core.point import point_report
@@ -74,8 +75,12 @@ async def wait_for_results(pilot):
 
     def ready() -> bool:
         screen = pilot.app.screen
-        return (isinstance(screen, ResultsScreen) and screen.page is not None
-                and screen.plot_sample is not None)
+        if not (isinstance(screen, ResultsScreen) and screen.page is not None
+                and screen.plot_sample is not None):
+            return False
+        # the table measures its columns when idle: until then its cells are cut to the
+        # headings' widths (a snapshot taken then differs from run to run)
+        return not screen.query_one(DataTable)._require_update_dimensions
 
     await settle(pilot, until=ready)
     return pilot.app.screen
