@@ -351,7 +351,7 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
     max_batch, budget, block = config.max_batch, config.budget, config.block_size
     window = costs.window
     windowed = math.isfinite(window)
-    step_time = costs.time
+    step_time, decode_time = costs.time, costs.decode_time
     capacity = costs.kv_capacity_tokens
     total_blocks = capacity // block
     watermark = math.ceil(PAGED_WATERMARK * total_blocks)
@@ -475,8 +475,8 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                     if kv_used + needed > total_blocks:
                         break  # a preemption: the full step below handles it
                     kv_used += needed
-                duration = step_time(batch, sum_context,
-                                     sum_window if windowed else sum_context)
+                duration = decode_time(batch, sum_context,
+                                       sum_window if windowed else sum_context)
                 log_times((now, duration))
                 log_counts((batch, sum_context, 0, 0, in_system_waiting, in_system_running,
                             kv_used * block if paged else kv_used))

@@ -32,6 +32,12 @@ def _poly(coefficients, u, v):
     return f00 + a * u + b * v + d * u * u + e * u * v + g * v * v
 
 
+# decode steps remembered by StepCosts.decode_time (about 100 bytes each), keyed by one
+# integer: summed min(context, window), summed context and batch in base DECODE_KEY_SPAN
+DECODE_TIMES_KEPT = 1 << 19
+DECODE_KEY_SPAN = 1 << 40
+
+
 class StepCosts:
     """Step times of any batch composition, equal to the core step model's.
 
@@ -159,6 +165,22 @@ class StepCosts:
         read = self._evaluate(batch=tokens)["gemm_bytes"].tolist()
         self._constant_weight_bytes = read[0] if len(set(read)) == 1 else None
         self._weight_bytes_memo: dict[int, float] = {}
+        self._decode_times: dict[int, float] = {}
+
+    def decode_time(self, batch: int, sum_context: int, sum_window_context: int) -> float:
+        """`time` of `batch` decodes alone, remembered: a rate search sees the same decode
+        steps again and again (a sequence decoding alone, at every rate and candidate
+        sharing these costs). Whole-number sums only (the simulator's; the windowed one
+        may come as a float)."""
+        key = (int(sum_window_context) * DECODE_KEY_SPAN + sum_context) * DECODE_KEY_SPAN \
+            + batch
+        duration = self._decode_times.get(key)
+        if duration is None:
+            if len(self._decode_times) >= DECODE_TIMES_KEPT:
+                self._decode_times.clear()
+            duration = self._decode_times[key] = self.time(batch, sum_context,
+                                                           sum_window_context)
+        return duration
 
     def weight_bytes(self, tokens: int) -> float:
         """Bytes of weights the step's GEMMs read (once per step)."""
