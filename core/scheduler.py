@@ -351,7 +351,8 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
     max_batch, budget, block = config.max_batch, config.budget, config.block_size
     window = costs.window
     windowed = math.isfinite(window)
-    step_time, decode_time = costs.time, costs.decode_time
+    step_time = costs.time
+    decode_time = costs.decode_time if costs.remembers_decode_times else costs.time
     capacity = costs.kv_capacity_tokens
     total_blocks = capacity // block
     watermark = math.ceil(PAGED_WATERMARK * total_blocks)

@@ -166,6 +166,12 @@ class StepCosts:
         self._constant_weight_bytes = read[0] if len(set(read)) == 1 else None
         self._weight_bytes_memo: dict[int, float] = {}
         self._decode_times: dict[int, float] = {}
+        self.remembers_decode_times = False
+
+    def remember_decode_times(self) -> None:
+        """From now on the simulator times decode-only steps through `decode_time`: worth
+        it for many simulations sharing these costs (a rate search), a loss for one."""
+        self.remembers_decode_times = True
 
     def decode_time(self, batch: int, sum_context: int, sum_window_context: int) -> float:
         """`time` of `batch` decodes alone, remembered: a rate search sees the same decode

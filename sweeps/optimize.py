@@ -384,6 +384,7 @@ class Server:
         config = problem.config
         self.inputs = config.step_inputs()
         self.costs = StepCosts(self.inputs, config.assumptions, max_batch)
+        self.costs.remember_decode_times()  # every simulation of the search shares them
         # the lengths every simulation uses (separate random streams: the same at any rate)
         self._trace_rate: float | None = None  # requests/s of a trace replayed at speed 1
         self.lengths = self._requests(self._spec(1.0))
