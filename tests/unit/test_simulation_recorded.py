@@ -20,7 +20,7 @@ from rooftui.core.lengths import parse_distribution
 from rooftui.core.model import load_model
 from rooftui.core.point import PointConfig
 from rooftui.core.prefix_cache import CacheConfig
-from rooftui.core.scheduler import STEP_COLUMNS, SchedulerConfig, simulate
+from rooftui.core.scheduler import STEP_COLUMNS, SchedulerConfig, StepCosts, simulate
 from rooftui.core.sessions import parse_generator
 from rooftui.core.workloads import Workload
 
@@ -81,16 +81,24 @@ def digest(simulation) -> str:
     return hasher.hexdigest()
 
 
-def simulations():
-    """(name, simulation) of every recorded case."""
+def simulations(remember_decode_times: bool = False):
+    """(name, simulation) of every recorded case; with remembered decode times (the
+    optimizer's), the cases of CASES only."""
     for index, (model, profile, memory, (prompt, output), arrival, scheduler) in \
             enumerate(CASES):
         point = config(model, profile, memory)
         workload = Workload("case", parse_distribution(prompt, "input_tokens"),
                             parse_distribution(output))
         requests = workload.requests(REQUESTS, parse_arrivals(arrival), seed=index)
+        costs = StepCosts(point.step_inputs(), point.assumptions, scheduler["max_batch"])
+        if remember_decode_times:
+            costs.remember_decode_times()
+            simulate(point.step_inputs(), point.assumptions, SchedulerConfig(**scheduler),
+                     requests, costs)  # the second run's decode steps are all remembered
         yield f"case {index}", simulate(point.step_inputs(), point.assumptions,
-                                        SchedulerConfig(**scheduler), requests)
+                                        SchedulerConfig(**scheduler), requests, costs)
+    if remember_decode_times:
+        return
     point = config("llama-3-8b", "ideal", None)
     for index, (policy, admission, cache) in enumerate(SESSION_CASES):
         sessions = parse_generator(SESSION_SPEC).requests(
@@ -125,6 +133,11 @@ def test_the_loop_gives_the_recorded_simulations_bit_for_bit(name, recorded_runs
 @pytest.fixture(scope="module")
 def recorded_runs():
     return dict(simulations())
+
+
+def test_remembered_decode_times_give_the_recorded_simulations():
+    for name, simulation in simulations(remember_decode_times=True):
+        assert digest(simulation) == RECORDED[name], name
 
 
 if __name__ == "__main__":
