@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -124,16 +125,16 @@ class StepLog(Mapping):
     counts, per step), split into columns when first read: a rate search that reads only
     the requests' times never pays for the conversion."""
 
-    def __init__(self, times: list[float], counts: list[int]) -> None:
-        self._records: tuple[list[float], list[int]] | None = (times, counts)
+    def __init__(self, times: array, counts: array) -> None:
+        self._records: tuple[array, array] | None = (times, counts)
         self._columns: dict[str, np.ndarray] = {}
 
     def _split(self) -> dict[str, np.ndarray]:
         if self._records is not None:
             times, counts = self._records
-            time_columns = np.ascontiguousarray(np.array(times, np.float64).reshape(-1, 2).T)
+            time_columns = np.ascontiguousarray(np.frombuffer(times, np.float64).reshape(-1, 2).T)
             count_columns = np.ascontiguousarray(
-                np.array(counts, np.int64).reshape(-1, len(STEP_COLUMNS) - 2).T)
+                np.frombuffer(counts, np.int64).reshape(-1, len(STEP_COLUMNS) - 2).T)
             self._columns = dict(zip(STEP_COLUMNS, [*time_columns, *count_columns],
                                      strict=True))
             self._records = None
@@ -397,8 +398,8 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
 
     # the step records, flat: (start, duration) and STEP_COLUMNS' other seven, per step
     # (one call per step each; split into columns at the end)
-    times: list[float] = []
-    counts: list[int] = []
+    times = array("d")  # machine doubles and 64-bit integers: numpy reads them in place
+    counts = array("q")
     log_times, log_counts = times.extend, counts.extend
 
     def leave_decoding(request: int, context: int) -> None:
