@@ -352,11 +352,16 @@ class Controls(VerticalScroll, can_focus=False):
 
     def _reveal_message(self) -> None:
         """Scroll the message into view (at 80×24 it lies below the last control), but
-        never the field being edited out of it."""
-        self.scroll_to_widget(self.query_one("#control-message"), animate=False)
-        focused = self.screen.focused
-        if focused is not None and self in focused.ancestors:
-            self.scroll_to_widget(focused, animate=False)
+        never the field being edited out of it. The message's new height is laid out
+        only with the next refresh, so the scroll waits for it."""
+        def reveal() -> None:
+            self.scroll_to_widget(self.query_one("#control-message"), animate=False,
+                                  top=False)
+            focused = self.screen.focused
+            if focused is not None and self in focused.ancestors:
+                self.scroll_to_widget(focused, animate=False)
+
+        self.call_after_refresh(reveal)
 
     @property
     def settings(self) -> ExplorerSettings:
