@@ -116,24 +116,9 @@ def per_call_rate(configs, repeats: int, clear_cache: bool = False) -> float:
 
 
 def plain_rate(configs, repeats: int) -> float:
-    from plain_step import plain_step
+    from plain_step import plain_inputs, plain_step
 
-    sample = []
-    for config in configs:
-        one = config.step_inputs()
-        m = one.model
-        sample.append({key: value if isinstance(value, bool) else float(value) for key, value in {
-            "hidden": m.hidden, "layers": m.layers, "heads": m.heads, "kv_heads": one.kv_heads,
-            "head_dim": m.head_dim, "ffn_params_per_layer": m.ffn_params_per_layer,
-            "lm_head_params": m.lm_head_params,
-            "static_resident_params": m.static_resident_params, "qkv_bias": m.qkv_bias,
-            "window": m.window, "windowed_layers": m.windowed_layers, "batch": one.batch,
-            "context": one.context, "prefill": one.prefill,
-            "prefill_context": one.prefill_context, "weight_bytes": one.weight_bytes,
-            "kv_bytes": one.kv_bytes, "activation_bytes": 2.0, "peak_flops": one.peak_flops,
-            "bandwidth": one.bandwidth, "memory": one.memory, "mfu": 1.0, "mbu": 1.0,
-            "memory_reserve": 0.0, "causal": True, "kv_write": True,
-            "activation_traffic": False, "overlap_full": False}.items()})
+    sample = [plain_inputs(config.step_inputs()) for config in configs]
 
     def run():
         for c in sample:

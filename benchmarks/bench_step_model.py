@@ -41,7 +41,7 @@ from rooftui.core.tables import DTYPES, GPUTable, SystemTable, gather_step_input
 
 sys.path.insert(0, str(Path(__file__).parent))
 from machine_info import describe_machine  # noqa: E402
-from plain_step import plain_step  # noqa: E402
+from plain_step import plain_inputs, plain_step  # noqa: E402
 
 MODELS = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mistral-7b", "reference-mha-6.4b"]
 # --features: mixture-of-experts and windowed models, each split over 2 GPUs and verifying
@@ -131,20 +131,7 @@ def main() -> None:
         gpu, model, weight, kv, prefill = blocks[rng.integers(len(blocks))]
         one = block_inputs(gpu, model, weight, kv, prefill,
                            batch=float(rng.choice(batches)), context=float(rng.choice(CONTEXTS)))
-        m = one.model
-        sample.append({
-            "hidden": m.hidden, "layers": m.layers, "heads": m.heads, "kv_heads": one.kv_heads,
-            "head_dim": m.head_dim, "ffn_params_per_layer": m.ffn_params_per_layer,
-            "lm_head_params": m.lm_head_params,
-            "static_resident_params": m.static_resident_params, "qkv_bias": m.qkv_bias,
-            "window": m.window, "windowed_layers": m.windowed_layers, "batch": one.batch,
-            "context": one.context, "prefill": one.prefill,
-            "prefill_context": one.prefill_context, "weight_bytes": one.weight_bytes,
-            "kv_bytes": one.kv_bytes, "activation_bytes": 2.0, "peak_flops": one.peak_flops,
-            "bandwidth": one.bandwidth, "memory": one.memory, "mfu": 1.0, "mbu": 1.0,
-            "memory_reserve": 0.0, "causal": True, "kv_write": True,
-            "activation_traffic": False, "overlap_full": False})
-    sample = [{k: v if isinstance(v, bool) else float(v) for k, v in c.items()} for c in sample]
+        sample.append(plain_inputs(one))
     start = time.perf_counter()
     for config in sample:
         plain_step(config)

@@ -78,3 +78,23 @@ def plain_step(c: dict) -> dict:
         "max_batch": math.floor(free / kv_per_sequence) if free > 0 else 0.0,
         "fits": weight_bytes + kv_bytes + c["memory_reserve"] <= c["memory"],
     }
+
+
+def plain_inputs(one) -> dict:
+    """`plain_step`'s input for a one-configuration `StepInputs` of the core (ideal
+    profile, causal attention, KV write on), as plain floats and booleans."""
+    m = one.model
+    values = {
+        "hidden": m.hidden, "layers": m.layers, "heads": m.heads, "kv_heads": one.kv_heads,
+        "head_dim": m.head_dim, "ffn_params_per_layer": m.ffn_params_per_layer,
+        "lm_head_params": m.lm_head_params,
+        "static_resident_params": m.static_resident_params, "qkv_bias": m.qkv_bias,
+        "window": m.window, "windowed_layers": m.windowed_layers, "batch": one.batch,
+        "context": one.context, "prefill": one.prefill,
+        "prefill_context": one.prefill_context, "weight_bytes": one.weight_bytes,
+        "kv_bytes": one.kv_bytes, "activation_bytes": 2.0, "peak_flops": one.peak_flops,
+        "bandwidth": one.bandwidth, "memory": one.memory, "mfu": 1.0, "mbu": 1.0,
+        "memory_reserve": 0.0, "causal": True, "kv_write": True,
+        "activation_traffic": False, "overlap_full": False}
+    return {key: value if isinstance(value, bool) else float(value)
+            for key, value in values.items()}
