@@ -345,8 +345,8 @@ class Controls(VerticalScroll, can_focus=False):
         label = self.query_one("#control-message", Static)
         errors = list(self._field_errors.values())
         text = Text(errors[-1], style="red") if errors else self._status
-        if label.content != text:  # most key presses leave it empty: no layout pass
-            label.update(text)
+        if label.content != text:  # most key presses leave it empty: no repaint
+            label.update(text, layout=False)
             if text:
                 self.call_after_refresh(self._reveal_message)
 
@@ -355,8 +355,10 @@ class Controls(VerticalScroll, can_focus=False):
         never the field being edited out of it. The message's new height is laid out
         only with the next refresh, so the scroll waits for it."""
         def reveal() -> None:
-            self.scroll_to_widget(self.query_one("#control-message"), animate=False,
-                                  top=False)
+            message = self.query_one("#control-message")
+            if self.region.contains_region(message.region):
+                return  # in view already: a scroll would repaint the column for nothing
+            self.scroll_to_widget(message, animate=False, top=False)
             focused = self.screen.focused
             if focused is not None and self in focused.ancestors:
                 self.scroll_to_widget(focused, animate=False)

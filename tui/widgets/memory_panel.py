@@ -58,8 +58,9 @@ class MemoryPanel(Static):
         lines = memory_lines(memory, figures.settings.context)
         for line, style in lines:
             text.append("\n" + line, style)
-        # a layout pass (~tens of ms at 200×50) only when the warning comes or goes
+        # a layout pass (~tens of ms at 200×50) only when the warning comes or goes, and
+        # none where the panel's height is fixed (beside the breakdown)
         layout, self._line_count = len(lines) != self._line_count, len(lines)
-        self.update(text, layout=layout)
+        self.update(text, layout=layout and self.styles.height.is_auto)
 
     _line_count = 0
