@@ -12,6 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from rich.console import Console
+from rich.text import Text
 from textual.widgets import DataTable
 from textual.worker import WorkerCancelled
 
@@ -80,9 +81,21 @@ async def wait_for_results(pilot):
             return False
         # the table measures its columns when idle: until then its cells are cut to the
         # headings' widths (a snapshot taken then differs from run to run)
-        return not screen.query_one(DataTable)._require_update_dimensions
+        table = screen.query_one(DataTable)
+        if table._require_update_dimensions or table.row_count == 0:
+            return False
+        return all(column.content_width >= max(
+            (Text(str(cell)).cell_len if not isinstance(cell, Text) else cell.cell_len
+             for cell in table.get_column(key)), default=0)
+            for key, column in table.columns.items())
 
     await settle(pilot, until=ready)
+    # and drawn with those widths: a screenshot reuses the lines drawn last
+    table = pilot.app.screen.query_one(DataTable)
+    for _ in range(100):
+        if not (table._repaint_required or table._layout_required):
+            break
+        await pilot.pause()
     return pilot.app.screen
 
 

@@ -232,6 +232,11 @@ class ResultsScreen(KeyboardScreen):
                                    if isinstance(v, int | float) else "left")
                               for v, column in zip(row, self._columns, strict=True))
                         for row in shown.iter_rows()])
+        # measure the columns now rather than when the table next idles, so the first
+        # frame of a page already shows whole cells (and every screenshot is the same)
+        table._require_update_dimensions = False
+        new_rows, table._new_rows = table._new_rows, set()
+        table._update_dimensions(new_rows)
         table.move_cursor(row=0, column=cursor_column, animate=False)
         self._status_for(page)
 
