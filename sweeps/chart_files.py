@@ -4,8 +4,14 @@ vl-convert, and the folder's dashboard (`charts/index.html`).
 Building vl-convert's JavaScript bundle costs seconds (about 3 s on a 2-core machine), so
 it is built once per process and kept on disk per vl-convert and Vega-Lite version
 (`bundle_cache_dir`); every later render, in this process or the next, reads it back.
-PNG and SVG go through vl-convert's one shared converter, from the chart's spec computed
-once. altair and vl-convert are imported only when a chart is written.
+The spec is built once per chart, without altair's JSON-schema validation (about half
+of altair's save: the tests validate every spec the catalogue builds), and its data
+frames are not converted and hashed row by row: each becomes a named dataset
+(`named_datasets`) that polars writes as JSON. The HTML page is that text in the template
+with the cached bundle. PNG and SVG go through vl-convert's one shared converter, from
+the spec reduced to what the page first shows (`default_rows`: rows a menu hides cost
+the converter time, and a picture has no menus). altair and vl-convert are imported
+only when a chart is written.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import html
+import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +31,7 @@ from rooftui.sweeps.output_files import atomic_path, write_text_atomic
 
 if TYPE_CHECKING:
     import altair as alt
-    import jinja2
+    import polars as pl
 
 # Save as PNG/SVG from the page; no "open in the Vega editor" link (it needs the web).
 EMBED_OPTIONS = {"renderer": "svg",
@@ -32,7 +40,7 @@ EMBED_OPTIONS = {"renderer": "svg",
 PNG_SCALE = 2.0
 DASHBOARD = "index.html"
 
-# altair's inline template, the bundle bound once as a template global (not re-parsed)
+# altair's inline template; `{{ name }}` fields are filled in one pass (`page_text`)
 PAGE = """\
 <!DOCTYPE html>
 <html>
@@ -94,40 +102,118 @@ def vega_bundle() -> str:
     return bundle
 
 
-@functools.cache
-def page_template() -> jinja2.Template:
-    import jinja2
+def page_text(spec_json: str) -> str:
+    """The standalone page of a chart whose Vega-Lite spec is `spec_json`."""
+    fields = {"output_div": "vis", "vegalite_version": _vega_lite_version().lstrip("v"),
+              "vegaembed_script": vega_bundle(), "spec": spec_json,
+              "embed_options": json.dumps(EMBED_OPTIONS)}
+    return re.sub(r"{{ (\w+) }}", lambda field: fields[field[1]], PAGE)
 
-    return jinja2.Environment().from_string(PAGE, globals={"vegaembed_script": vega_bundle()})
+
+@contextlib.contextmanager
+def named_datasets():
+    """Within: each polars frame a chart draws becomes a named dataset ("rows-N") when
+    the chart is turned into a spec, rather than rows altair converts, checks and hashes
+    one by one; yields the frames by name (see `spec_text`)."""
+    import altair as alt
+    import polars as pl
+
+    frames: dict[str, pl.DataFrame] = {}
+    names: dict[int, str] = {}  # the frames stay referenced, so their ids stay unique
+
+    def name_frame(data):
+        if not isinstance(data, pl.DataFrame):
+            return alt.utils.data.to_values(data)
+        name = names.setdefault(id(data), f"rows-{len(names)}")
+        frames[name] = data
+        return {"name": name}
+
+    alt.data_transformers.register("rooftui-named", name_frame)
+    with alt.data_transformers.enable("rooftui-named"):
+        yield frames
+
+
+def chart_spec(chart: alt.TopLevelMixin) -> tuple[dict, dict[str, pl.DataFrame]]:
+    """The chart's Vega-Lite spec (unvalidated) and the frames its named datasets hold."""
+    with named_datasets() as frames:
+        spec = chart.to_dict(validate=False)
+    return spec, frames
+
+
+def spec_text(spec: dict, frames: Mapping[str, pl.DataFrame]) -> str:
+    """`spec` as strict JSON with `frames` as its datasets (polars writes the rows; a
+    value that is not finite is null), safe inside a <script> element."""
+    import polars as pl
+
+    own = spec.get("datasets", {})
+    head = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, allow_nan=False)
+    datasets = [f"{json.dumps(name)}: {json.dumps(rows, allow_nan=False)}"
+                for name, rows in own.items()]
+    for name, frame in frames.items():
+        finite = frame.with_columns(pl.when(pl.col(c).is_finite()).then(pl.col(c))
+                                    for c, dtype in frame.schema.items() if dtype.is_float())
+        datasets.append(f"{json.dumps(name)}: {finite.write_json()}")
+    text = f"{head[:-1]}, \"datasets\": {{{', '.join(datasets)}}}}}"  # a spec has $schema
+    return text.replace("</", "<\\/")
+
+
+def menu_choices(spec: Any) -> dict[str, Any]:
+    """Each select menu of `spec` (a parameter `<axis>_choice` bound to options) and the
+    value it opens on."""
+    found = {}
+    if isinstance(spec, dict):
+        for param in spec.get("params", []):
+            if (isinstance(param, dict) and str(param.get("name", "")).endswith("_choice")
+                    and "options" in (param.get("bind") or {})):
+                found[param["name"].removesuffix("_choice")] = param.get("value")
+        for value in spec.values():
+            found |= menu_choices(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            found |= menu_choices(value)
+    return found
+
+
+def default_rows(spec: dict, frames: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """`frames` cut to the rows the page shows before any menu changes: every frame that
+    holds a menu's axis keeps the rows at the menu's opening value (a menu opening on a
+    value no row has, such as the roofline's "all", keeps them all)."""
+    import polars as pl
+
+    choices = menu_choices(spec)
+    reduced = {}
+    for name, frame in frames.items():
+        for axis, value in choices.items():
+            if axis in frame.columns and (frame[axis] == value).any():
+                frame = frame.filter(pl.col(axis) == value)
+        reduced[name] = frame
+    return reduced
 
 
 def write_chart_files(chart: alt.TopLevelMixin, paths: Sequence[Path]) -> None:
     """Each of `paths` (.html, .png, .svg), through a temporary name (`atomic_path`)."""
-    import altair as alt
-
-    spec = None
+    spec, frames = chart_spec(chart)
+    picture = None
     for path in paths:
         extension = path.suffix.removeprefix(".")
         with atomic_path(path) as temporary:
             if extension == "html":
-                chart.save(temporary, format="html", template=page_template(),
-                           embed_options=EMBED_OPTIONS)
+                temporary.write_text(page_text(spec_text(spec, frames)), encoding="utf-8")
                 continue
-            if spec is None:  # validated as the HTML was written
-                with alt.data_transformers.disable_max_rows():
-                    spec = chart.to_dict(validate=False)
-            _convert(spec, extension, temporary)
+            if picture is None:
+                picture = spec_text(spec, default_rows(spec, frames))
+            _convert(picture, extension, temporary)
 
 
-def _convert(spec: dict, extension: str, target: Path) -> None:
+def _convert(spec_json: str, extension: str, target: Path) -> None:
     import vl_convert
 
     version = _vega_lite_version()
     if extension == "png":
-        target.write_bytes(vl_convert.vegalite_to_png(spec, vl_version=version,
+        target.write_bytes(vl_convert.vegalite_to_png(spec_json, vl_version=version,
                                                       scale=PNG_SCALE))
     else:
-        target.write_text(vl_convert.vegalite_to_svg(spec, vl_version=version),
+        target.write_text(vl_convert.vegalite_to_svg(spec_json, vl_version=version),
                           encoding="utf-8")
 
 
