@@ -333,6 +333,50 @@ def _run_static(costs: StepCosts, config: SchedulerConfig, requests: Requests) -
                       resume_gaps_s=np.array([]), kv_capacity_tokens=capacity)
 
 
+STRETCH_STEPS = 32  # decode-only steps from which a stretch is timed in numpy
+
+
+def _decode_stretch(costs: StepCosts, batch: int, sum_context: int, sum_window: float,
+                    below: int, limit: int, now: float, coming: float,
+                    logged: tuple[int, int, int], paged: tuple | None):
+    """Up to `limit` steps of `batch` decodes alone from `now`, stopping after the step
+    that reaches `coming` (an arrival) and, with `paged` (step, blocks needed per residue,
+    blocks in use, blocks), before a step whose new blocks do not fit: what the dynamic
+    loop's decode stretch runs step by step, to the bit (durations from
+    `StepCosts.decode_times`; the clock summed in step order by np.add.accumulate).
+    `logged`: the waiting and running counts and KV tokens the records carry. Returns
+    (steps run, the clock after them, blocks in use, the step records for `times` and
+    `counts`)."""
+    steps = np.arange(limit)
+    contexts = sum_context + batch * steps
+    durations = costs.decode_times(batch, contexts, sum_window + below * steps)
+    clock = np.add.accumulate(np.concatenate(([now], durations)))  # each step's start
+    ran = limit
+    if coming != math.inf:
+        reached = np.flatnonzero(clock[1:] >= coming)
+        if reached.size:
+            ran = int(reached[0]) + 1
+    waiting, running, kv_tokens = logged
+    kv_used = kv_tokens  # reserved tokens, unless paged
+    if paged is not None:
+        step, bucket, kv_used, total_blocks = paged
+        block = len(bucket)
+        held = kv_used + np.cumsum(np.array(bucket)[(-(step + steps)) % block])
+        ran = min(ran, int(np.searchsorted(held, total_blocks, side="right")))
+        if ran == 0:
+            return 0, now, kv_used, None, None
+        kv_used = int(held[ran - 1])
+        kv_tokens = held[:ran] * block
+    records = np.empty((ran, 2))
+    records[:, 0] = clock[:ran]
+    records[:, 1] = durations[:ran]
+    tallies = np.zeros((ran, len(STEP_COLUMNS) - 2), np.int64)
+    tallies[:, 0] = batch
+    tallies[:, 1] = contexts[:ran]
+    tallies[:, 4:] = np.column_stack(np.broadcast_arrays(waiting, running, kv_tokens))
+    return ran, float(clock[ran]), kv_used, records.tobytes(), tallies.tobytes()
+
+
 def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                  cache: ServingCache | None = None, sessions=None) -> Simulation:
     """Continuous batching and chunked prefill: one Python iteration per step, O(1) work
@@ -471,6 +515,25 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
             coming = min(arrival[timed[next_arrival]] if next_arrival < timed_count
                          else math.inf, released[0][0] if released else math.inf)
             first_step = step
+            kv_held = kv_used * block if paged else kv_used
+            limit = stop - step
+            if limit >= STRETCH_STEPS and coming != math.inf:
+                # durations grow with the contexts: the first bounds the steps to `coming`
+                limit = min(limit, (coming - now) // decode_time(
+                    batch, sum_context, sum_window if windowed else sum_context) + 2)
+            if limit >= STRETCH_STEPS:  # a long stretch: its steps at once, in numpy
+                ran, now, kv_used, stretch_times, stretch_counts = _decode_stretch(
+                    costs, batch, sum_context, sum_window if windowed else sum_context,
+                    below_window if windowed else batch, int(limit), now, coming,
+                    (in_system_waiting, in_system_running, kv_held),
+                    (step, bucket, kv_used, total_blocks) if paged else None)
+                if ran:
+                    times.frombytes(stretch_times)
+                    counts.frombytes(stretch_counts)
+                    sum_context += batch * ran
+                    sum_window += below_window * ran
+                    step += ran
+                    continue
             while step < stop:
                 if paged:
                     needed = bucket[(-step) % block]
@@ -481,7 +544,7 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                                        sum_window if windowed else sum_context)
                 log_times((now, duration))
                 log_counts((batch, sum_context, 0, 0, in_system_waiting, in_system_running,
-                            kv_used * block if paged else kv_used))
+                            kv_used * block if paged else kv_held))
                 now += duration
                 sum_context += batch
                 sum_window += below_window

@@ -311,6 +311,13 @@ class StepCosts:
                   + self.above_bytes[i] * beyond for i in range(len(self.parts))]
         return flops, nbytes
 
+    def decode_times(self, batch: int, sum_context: np.ndarray,
+                     sum_window_context: np.ndarray) -> np.ndarray:
+        """`time(batch, s, w)` for arrays of summed contexts s and w at one batch, to the
+        bit: the same operations in the same order, element by element (a stretch of
+        decode-only steps)."""
+        return self.times(*self.decode_arrays(batch, sum_context, sum_window_context), batch)
+
     def times(self, flops: list[np.ndarray], nbytes: list[np.ndarray],
               tokens: np.ndarray, sequences: np.ndarray | None = None) -> np.ndarray:
         """Step times from per-part FLOPs and bytes arrays and each step's total tokens

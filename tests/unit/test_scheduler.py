@@ -15,6 +15,7 @@ from rooftui.core.assumptions import Assumptions, load_profile
 from rooftui.core.closed_forms import harmonic
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
+from rooftui.core import scheduler
 from rooftui.core.lengths import parse_distribution
 from rooftui.core.model import load_model
 from rooftui.core.point import PointConfig, evaluate_point
@@ -79,6 +80,49 @@ def test_step_costs_are_the_core_step_model_to_the_bit(name, batch, context, pre
                       [(prefill, cached)] if prefill else [])
     assert mine == core_time(config, batch=batch, context=context, prefill=prefill,
                              prefill_context=cached)
+
+
+CALIBRATED = {**CONFIGS, "mixtral-8x7b calibrated (per-part fractions, overheads)":
+              point_config("mixtral-8x7b", profile="h100-trtllm")}
+
+
+@pytest.mark.parametrize("name", CALIBRATED)
+@settings(max_examples=25, deadline=None)
+@given(batch=st.integers(1, 256), contexts=st.lists(st.integers(1, 40_000), min_size=1,
+                                                    max_size=40))
+def test_decode_times_of_a_stretch_are_time_to_the_bit(name, batch, contexts):
+    config = CALIBRATED[name]
+    costs = StepCosts(config.step_inputs(), config.assumptions, 256)
+    sums = np.array(contexts, np.int64) * batch
+    windows = np.array([batch * min(c, costs.window) for c in contexts])
+    expected = [costs.time(batch, int(s), float(w)) for s, w in zip(sums, windows, strict=True)]
+    assert costs.decode_times(batch, sums, windows).tolist() == expected
+
+
+@pytest.mark.parametrize("policy, admission, arrival", [
+    ("continuous", "reserve", "poisson:rate=0.7"), ("chunked", "paged", "poisson:rate=2"),
+    ("chunked", "reserve", "gamma:rate=1,cv=3")])
+@pytest.mark.parametrize("model, profile", [("llama-3-8b", "derated"),
+                                            ("gemma-2-9b", "h100-trtllm")])
+def test_decode_stretches_in_numpy_are_the_step_by_step_loop(monkeypatch, policy, admission,
+                                                             arrival, model, profile):
+    """Light loads (long decode-only stretches) through the numpy stretches and, with
+    them switched off, step by step: the same simulation to the bit (little KV when
+    paged, so that stretches stop at blocks that do not fit)."""
+    config = point_config(model, profile, memory_gb=26 if admission == "paged" else None)
+    requests = load_workload("sharegpt-8k").requests(300, parse_arrivals(arrival), 3)
+
+    def once():
+        return run(config, requests, policy=policy, kv_admission=admission, max_batch=32)
+
+    stretched = once()
+    monkeypatch.setattr(scheduler, "STRETCH_STEPS", math.inf)
+    stepwise = once()
+    for name, column in stretched.steps.items():
+        assert np.array_equal(column, stepwise.steps[name]), name
+    assert np.array_equal(stretched.finish_s, stepwise.finish_s)
+    assert np.array_equal(stretched.first_token_s, stepwise.first_token_s)
+    assert np.array_equal(stretched.preemptions, stepwise.preemptions)
 
 
 def test_moe_and_tensor_parallel_configurations_simulate():
