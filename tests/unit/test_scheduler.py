@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rooftui.core import scheduler
 from rooftui.core.arrivals import parse_arrivals
 from rooftui.core.assumptions import Assumptions, load_profile
 from rooftui.core.closed_forms import harmonic
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
-from rooftui.core import scheduler
 from rooftui.core.lengths import parse_distribution
 from rooftui.core.model import load_model
 from rooftui.core.point import PointConfig, evaluate_point
