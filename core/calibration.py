@@ -1,7 +1,10 @@
 """Fitting the efficiency model to measured kernel and step times, with numpy only.
 
-Measured rows come in six kinds (see `KINDS`): one weight GEMM, one layer's decode or
-prefill attention kernel, a whole engine step, one all-reduce, one device-to-device copy.
+Measured rows come in six kinds the fit prices (see `KINDS`): one weight GEMM, one
+layer's decode or prefill attention kernel, a whole engine step, one all-reduce, one
+device-to-device copy; and end-to-end times under load (`E2E_KINDS`: TTFT, TPOT, ITL of a
+benchmark run), which only a replay through the simulator can price, so `row_costs`
+refuses them.
 Each row's FLOPs and bytes per part are computed once with the step model
 (`evaluate_step` for attention and steps), so a fit only re-evaluates the closed-form times
 of `core.efficiency`; a prediction for a step row equals what `evaluate_step` gives for that
@@ -12,6 +15,10 @@ symmetric for over- and under-prediction), each dataset weighted equally whateve
 count, by Levenberg-Marquardt over transformed parameters that keep fractions in (0, 1)
 and amounts > 0, from a few starting points. Parameters the rows cannot inform are not
 fitted and keep their starting values.
+
+Formats: a row's matmuls run at the peak of its compute dtype and under that dtype's own
+GEMM parameters (`Efficiency.for_compute_dtypes`); a step's routed experts are stored in
+their own dtype (gpt-oss: mxfp4) and priced by their bytes.
 
 Tensor parallelism: a row with `tp` > 1 is one GPU's share, as the step model splits it
 (weights, heads and KV over the tp GPUs; for steps, the all-reduces over the interconnect).
@@ -26,9 +33,12 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.dtypes import default_compute_dtype
+from rooftui.core.dtypes import NATIVE, default_compute_dtype
 from rooftui.core.efficiency import (
+    COMPUTE_TABLES,
+    GEMM_PARAMETERS,
     PARAMETERS,
+    QUANTISING_TABLES,
     Efficiency,
     attention_times,
     fixed_step_time,
@@ -41,7 +51,9 @@ from rooftui.core.model import Model, ModelArrays
 from rooftui.core.step import evaluate_step
 from rooftui.core.tables import DTYPE_BYTES, DTYPES, GPUTable, dtype_code, gather_step_inputs
 
-KINDS = ("gemm", "attention_decode", "attention_prefill", "step", "allreduce", "copy")
+E2E_KINDS = ("e2e_ttft", "e2e_tpot", "e2e_itl")  # a benchmark run's times, per request
+KINDS = ("gemm", "attention_decode", "attention_prefill", "step", "allreduce", "copy",
+         *E2E_KINDS)
 KERNEL_KINDS = ("gemm", "copy")  # isolated kernels paying kernel_overhead_s
 ATTENTION_KINDS = ("attention_decode", "attention_prefill")  # paying attention_overhead_s
 # what each kind's rows inform (steps: see `informed_parameters`)
@@ -52,8 +64,11 @@ INFORMS = {
     "allreduce": ("interconnect_efficiency", "allreduce_overhead_s"),
     "copy": ("mbu", "kernel_overhead_s"),
 }
-# "mbu" is the profile's own bandwidth fraction (a plain copy); the rest are `Efficiency`'s
-FIT_PARAMETERS = ("mbu", *PARAMETERS)
+# "mbu" is the profile's own bandwidth fraction (a plain copy); the rest are `Efficiency`'s,
+# a compute dtype's own GEMM parameters as `fp8.gemm_mfu`, ... (`Efficiency.as_dict`)
+FIT_PARAMETERS = ("mbu", *PARAMETERS, *(
+    f"{table}.{name}" for table in COMPUTE_TABLES for name in GEMM_PARAMETERS
+    if name != "activation_quant_bytes" or table in QUANTISING_TABLES))
 # tokens in a step from which its GEMMs (or a prompt's attention) can be compute-bound
 COMPUTE_BOUND_TOKENS = 256
 # the power of the smoothed maximum in a fit's first stage
@@ -64,17 +79,25 @@ PRIOR_WEIGHT = 3e-3
 # typical size of each amount: where a fit starts, and the scale of its log transform
 TYPICAL = {"step_overhead_s": 1e-3, "layer_overhead_s": 1e-5, "kernel_overhead_s": 3e-6,
            "attention_overhead_s": 1e-5, "gemm_m_half": 16.0, "attention_mfu_half": 256.0,
-           "attention_mbu_half": 64.0, "allreduce_overhead_s": 1e-5}
+           "attention_mbu_half": 64.0, "allreduce_overhead_s": 1e-5,
+           "activation_quant_bytes": 3.0}  # bf16 in, 8 bits and a scale out
+# a fitted value this close to a bound is flagged: within 1 % of a fraction's 1 or 0, or
+# under 1 % of an amount's typical size (an amount's bound is 0)
+AT_BOUND = 0.01
 
 
 @dataclass(frozen=True)
 class Measurements:
     """Measured times, one entry per row in parallel arrays.
 
-    `model` indexes `models` (-1 where the kind needs none); `dtype` and `kv_dtype` index
-    `tables.DTYPES`: the operands' format for kernels, the weights' for steps (whose
-    matmuls run in `default_compute_dtype` of it). `message_bytes` is the message of an
-    all-reduce or the bytes one copy writes. `dataset` indexes `datasets`.
+    `model` indexes `models` (-1 where the kind needs none); the dtypes index
+    `tables.DTYPES`: `dtype` is the operands' format for kernels, the weights' for steps;
+    `compute_dtype` the format the matmuls run in (None: the operands' own for kernels,
+    nvfp4 as fp4; `default_compute_dtype` of the weights for steps); `expert_dtype` the
+    routed experts' (None: as `dtype`). `message_bytes` is the message of an all-reduce or
+    the bytes one copy writes. `dataset` indexes `datasets`. End-to-end rows carry their
+    workload: `isl`, `osl` (tokens per request), `concurrency` (0: not closed-loop),
+    `request_rate` (requests/s, 0: not given) and `num_prompts` (None: zeros).
     """
 
     kind: np.ndarray
@@ -95,6 +118,23 @@ class Measurements:
     time_s: np.ndarray
     dataset: np.ndarray
     datasets: tuple[str, ...]
+    compute_dtype: np.ndarray | None = None
+    expert_dtype: np.ndarray | None = None
+    isl: np.ndarray | None = None
+    osl: np.ndarray | None = None
+    concurrency: np.ndarray | None = None
+    request_rate: np.ndarray | None = None
+    num_prompts: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.compute_dtype is None:
+            object.__setattr__(self, "compute_dtype",
+                               default_compute_dtypes(self.kind, self.dtype))
+        if self.expert_dtype is None:
+            object.__setattr__(self, "expert_dtype", self.dtype)
+        for name in ("isl", "osl", "concurrency", "request_rate", "num_prompts"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(len(self.time_s)))
 
     def __len__(self) -> int:
         return len(self.time_s)
@@ -111,7 +151,19 @@ class Measurements:
         """One row per measurement of everything but its time: equal rows are repeats."""
         return np.column_stack([self.kind, self.model, self.tp, self.m, self.n, self.k,
                                 self.batch, self.context, self.prefill, self.prefill_context,
-                                self.prompts, self.message_bytes, self.dtype, self.kv_dtype])
+                                self.prompts, self.message_bytes, self.dtype, self.kv_dtype,
+                                self.compute_dtype, self.expert_dtype, self.isl, self.osl,
+                                self.concurrency, self.request_rate, self.num_prompts])
+
+
+def default_compute_dtypes(kind: np.ndarray, dtype: np.ndarray) -> np.ndarray:
+    """Compute dtype codes of rows that do not give one: a kernel's operand format (nvfp4
+    multiplies as fp4), the step model's `default_compute_dtype` of a step's (or a run's)
+    weights."""
+    native = np.array([dtype_code(NATIVE.get(name, name)) for name in DTYPES])
+    default = np.array([dtype_code(default_compute_dtype(name)) for name in DTYPES])
+    modelled = np.isin(kind, [KINDS.index(k) for k in ("step", *E2E_KINDS)])
+    return np.where(modelled, default[dtype], native[dtype])
 
 
 @dataclass(frozen=True)
@@ -121,12 +173,14 @@ class RowCosts:
     kind: np.ndarray
     time_s: np.ndarray
     dataset: np.ndarray
+    compute_dtype: np.ndarray  # its code: which dtype's GEMM parameters apply
     peak_flops: np.ndarray
     bandwidth: np.ndarray
     interconnect: np.ndarray
     gemm_flops: np.ndarray
     gemm_bytes: np.ndarray
     gemm_params: np.ndarray
+    quantised_elements: np.ndarray  # GEMM inputs an fp8/fp4 kernel quantises (m * k)
     attention_flops: np.ndarray
     attention_bytes: np.ndarray
     queries: np.ndarray
@@ -147,17 +201,23 @@ class RowCosts:
 
 def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCosts:
     """FLOPs and bytes of every row's parts on `gpu`, with the profile's counting flags
-    (attention FLOPs, KV write, activation traffic); its efficiencies are not used."""
+    (attention FLOPs, KV write, activation traffic); its efficiencies are not used.
+    End-to-end rows are refused: a closed form cannot price a run under load."""
+    end_to_end = np.isin(rows.kind, [KINDS.index(k) for k in E2E_KINDS])
+    if end_to_end.any():
+        names = sorted({rows.datasets[d] for d in np.unique(rows.dataset[end_to_end])})
+        raise SpecError(
+            f"e2e rows are fitted by replay: {int(end_to_end.sum())} end-to-end rows "
+            f"({', '.join(names)}) are times under load, not steps; replay them through "
+            "the simulator, or leave them out of a kernel or step fit")
     count = len(rows)
     zeros = np.zeros(count)
     cost = {f.name: zeros.copy() for f in fields(RowCosts)}
     kind = np.array(KINDS)[rows.kind]
-    cost.update(kind=rows.kind, time_s=rows.time_s, dataset=rows.dataset)
+    cost.update(kind=rows.kind, time_s=rows.time_s, dataset=rows.dataset,
+                compute_dtype=rows.compute_dtype)
     table = GPUTable.of([gpu])
-    compute = np.array([dtype_code(default_compute_dtype(DTYPES[c])) for c in range(len(DTYPES))])
-    step_rows = kind == "step"
-    cost["peak_flops"] = np.where(step_rows, table.peak_flops[0, compute[rows.dtype]],
-                                  table.peak_flops[0, rows.dtype])
+    cost["peak_flops"] = table.peak_flops[0, rows.compute_dtype]
     cost["bandwidth"] = np.full(count, gpu.bandwidth_bytes_per_s)
     interconnect = (gpu.interconnect_gbs or math.nan) * 1e9
     cost["interconnect"] = np.full(count, interconnect)
@@ -171,6 +231,7 @@ def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCost
     cost["gemm_bytes"] = np.where(
         gemm, element * (rows.n * rows.k + rows.m * rows.k + rows.m * rows.n), 0.0)
     cost["gemm_params"] = np.where(gemm, rows.n * rows.k, 0.0)
+    cost["quantised_elements"] = np.where(gemm, rows.m * rows.k, 0.0)
     copy = kind == "copy"
     cost["copy_bytes"] = np.where(copy, 2.0 * rows.message_bytes, 0.0)  # read and write
     allreduce = kind == "allreduce"
@@ -182,9 +243,9 @@ def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCost
     modelled = np.isin(kind, ("attention_decode", "attention_prefill", "step"))
     if modelled.any():
         _add_model_costs(cost, rows.subset(modelled), np.flatnonzero(modelled), kind[modelled],
-                         table, compute, assumptions)
+                         table, assumptions)
     if np.isnan(cost["peak_flops"]).any():
-        missing = sorted({DTYPES[c] for c in rows.dtype[np.isnan(cost["peak_flops"])]})
+        missing = sorted({DTYPES[c] for c in rows.compute_dtype[np.isnan(cost["peak_flops"])]})
         raise SpecError(f"{gpu.name} has no peak for {', '.join(missing)} (rows in those "
                         "formats cannot be predicted on it)")
     if np.isnan(interconnect) and (cost["collectives"] > 0).any():
@@ -192,7 +253,7 @@ def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCost
     return RowCosts(**cost)
 
 
-def _add_model_costs(cost, rows, where, kind, table, compute, assumptions) -> None:
+def _add_model_costs(cost, rows, where, kind, table, assumptions) -> None:
     """Attention-kernel and step rows: their parts from `evaluate_step` (per GPU of the
     row's tensor-parallel degree). A step of `prompts` prompts of `prefill` tokens runs
     the GEMMs over all its tokens and each prompt's attention separately."""
@@ -207,12 +268,16 @@ def _add_model_costs(cost, rows, where, kind, table, compute, assumptions) -> No
         inputs = gather_step_inputs(
             table, models, gpu=0, model=rows.model, batch=batch, context=rows.context,
             prefill=prefill, prefill_context=prefill_context, weight_dtype=rows.dtype,
-            kv_dtype=rows.kv_dtype, compute_dtype=compute[rows.dtype], tp=rows.tp)
+            kv_dtype=rows.kv_dtype, compute_dtype=rows.compute_dtype,
+            expert_weight_dtype=rows.expert_dtype, tp=rows.tp)
         return evaluate_step(inputs, assumptions)
 
     whole = evaluate(batch, prompts * prefill, prompts * rows.prefill_context)
     decodes = evaluate(batch, 0.0, 0.0)
     prompt = evaluate(0.0, prefill, rows.prefill_context)
+    # the matmul weights one token multiplies by, as the step model pads a GEMM: with
+    # experts in their own format, the weight bytes no longer tell
+    one_token = evaluate(1.0, 0.0, 0.0)
     taken = models.take(rows.model)
     layers = taken.layers
     per_layer = np.where(step, 1.0, 1.0 / layers)  # kernel rows are one layer
@@ -224,8 +289,7 @@ def _add_model_costs(cost, rows, where, kind, table, compute, assumptions) -> No
     attention_bytes = decodes["attention_bytes"] + prompts * prompt["attention_bytes"]
     cost["gemm_flops"][where] = np.where(step, whole["gemm_flops"], 0.0)
     cost["gemm_bytes"][where] = np.where(step, whole["gemm_bytes"], 0.0)
-    cost["gemm_params"][where] = np.where(step, whole["gemm_bytes"] / DTYPE_BYTES[rows.dtype],
-                                          0.0)
+    cost["gemm_params"][where] = np.where(step, one_token["gemm_flops"] / 2.0, 0.0)
     cost["attention_flops"][where] = attention_flops * per_layer
     cost["attention_bytes"][where] = attention_bytes * per_layer
     cost["queries"][where] = batch + prompts * prefill
@@ -241,7 +305,6 @@ def _add_model_costs(cost, rows, where, kind, table, compute, assumptions) -> No
         cost["collectives"][where] = np.where(
             split, 2.0 * layers + (taken.lm_head_params > 0), 0.0)
         cost["link_bytes"][where] = np.where(split, whole["communication_bytes"], 0.0)
-    cost["peak_flops"][where] = table.peak_flops[0, compute[rows.dtype]]
 
 
 def profile_prediction(costs: RowCosts, assumptions: Assumptions) -> np.ndarray:
@@ -254,11 +317,14 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
             overlap: str = "parts", smoothing: float | None = None) -> np.ndarray:
     """Predicted seconds of every row: its parts' rooflines under `efficiency`, summed
     (overlap "parts") or under one roofline beside the link time ("full"), plus the
-    overheads; the same arithmetic as the step model's for step rows. `smoothing` p replaces each max(a, b) by (a^p + b^p)^(1/p) (a fit's first
-    stage: both roofs then move the prediction, so a roof that starts below the other
-    can still be fitted)."""
+    overheads; the same arithmetic as the step model's for step rows. Each row's GEMMs
+    use its compute dtype's parameters, and an fp8/fp4 GEMM kernel's activation
+    quantisation streams beside it. `smoothing` p replaces each max(a, b) by
+    (a^p + b^p)^(1/p) (a fit's first stage: both roofs then move the prediction, so a roof
+    that starts below the other can still be fitted)."""
     maximum = np.maximum if smoothing is None else (
         lambda a, b: _smooth_maximum(a, b, smoothing))
+    efficiency = efficiency.for_compute_dtypes(costs.compute_dtype)
     compute_rate = mfu * costs.peak_flops
     memory_rate = mbu * costs.bandwidth
     gemm_compute, gemm_memory = gemm_times(costs.gemm_flops, costs.gemm_bytes,
@@ -267,7 +333,8 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
     attention_compute, attention_memory = attention_times(
         costs.attention_flops, costs.attention_bytes, costs.queries, costs.sequences,
         costs.flops_per_key, costs.bytes_per_key, compute_rate, memory_rate, efficiency)
-    streams = (costs.activation_bytes + costs.copy_bytes) / memory_rate
+    streams = (costs.activation_bytes + costs.copy_bytes
+               + costs.quantised_elements * efficiency.activation_quant_bytes) / memory_rate
     communication = link_time(costs.link_bytes, costs.collectives, costs.interconnect,
                               efficiency)
     if overlap == "parts":
@@ -330,6 +397,9 @@ class Fit:
     fitted: tuple[str, ...]  # the parameters the fit moved
     rms_log_error: float
     iterations: int
+    # fitted parameters that ended at (or within AT_BOUND of) a bound of their range:
+    # the data pull them further than the model allows, so the form is missing something
+    at_bound: tuple[str, ...] = ()
 
 
 def informed_parameters(rows: Measurements) -> list[str]:
@@ -344,24 +414,38 @@ def informed_parameters(rows: Measurements) -> list[str]:
     with the step overhead), the all-reduce parameters only when the tensor-parallel
     degrees differ. `gemm_m_half` and `attention_mfu_half` need kernel rows: in a step
     they are one number with the overheads and the compute fractions.
+
+    GEMM parameters are named for the compute dtype of the rows that inform them: bf16
+    (and fp16, fp32) GEMMs inform the base values, fp8 and fp4 GEMMs their own table's
+    (`fp8.gemm_mfu`, ...), and fp8/fp4 GEMM kernels their activation quantisation.
+    End-to-end rows inform nothing here (they are fitted by replay).
     """
     def varied(kind: str, sizes: np.ndarray) -> bool:
         return len(np.unique(sizes[rows.kind == KINDS.index(kind)])) >= 3
 
+    def gemm_names(names: tuple[str, ...], members: np.ndarray) -> set[str]:
+        tables = {_quantising_table(code) for code in np.unique(rows.compute_dtype[members])}
+        return {f"{table}.{name}" if table else name for table in tables for name in names
+                if table or name != "activation_quant_bytes"}
+
     names: set[str] = set()
     for kind in rows.kinds_present():
-        if kind != "step":
+        if kind not in ("step", "gemm", *E2E_KINDS):
             names.update(INFORMS[kind])
+    gemm = rows.kind == KINDS.index("gemm")
+    if gemm.any():
+        names |= gemm_names((*INFORMS["gemm"], "activation_quant_bytes"), gemm)
     if not varied("attention_decode", rows.context):
         names.discard("attention_mbu_half")
     if not varied("attention_prefill", rows.prefill):
         names.discard("attention_mfu_half")
     steps = rows.kind == KINDS.index("step")
     if steps.any():
-        names.update(("step_overhead_s", "gemm_mbu", "attention_mbu"))
+        names.update(("step_overhead_s", "attention_mbu"))
+        names |= gemm_names(("gemm_mbu",), steps)
         tokens = rows.batch + rows.prompts * rows.prefill
         if tokens[steps].max() >= COMPUTE_BOUND_TOKENS:
-            names.add("gemm_mfu")
+            names |= gemm_names(("gemm_mfu",), steps)
         if (rows.prefill[steps]).max() >= COMPUTE_BOUND_TOKENS:
             names.add("attention_mfu")
         decoding = steps & (rows.batch > 0)
@@ -374,21 +458,44 @@ def informed_parameters(rows: Measurements) -> list[str]:
     return [name for name in FIT_PARAMETERS if name in names]
 
 
+def _quantising_table(code: int) -> str | None:
+    """The table of a compute dtype that has its own GEMM parameters in a fit: fp8 or
+    fp4; None for bf16 and the rest, whose GEMMs set the base values."""
+    return next((table for table in QUANTISING_TABLES
+                 if DTYPES[code] in COMPUTE_TABLES[table]), None)
+
+
 def _is_fraction(name: str) -> bool:
-    return name == "mbu" or PARAMETERS[name][0] == "fraction"
+    return name == "mbu" or PARAMETERS[_parameter(name)][0] == "fraction"
+
+
+def _parameter(name: str) -> str:
+    """`gemm_mfu` of `fp8.gemm_mfu`: a dtype's own value has the base one's range."""
+    return name.rpartition(".")[2]
+
+
+def _typical(name: str) -> float:
+    return TYPICAL[_parameter(name)]
 
 
 def _encode(name: str, value: float) -> float:
     if _is_fraction(name):
         value = min(max(value, 1e-6), 1 - 1e-9)
         return math.log(value / (1 - value))
-    return math.log(max(value, 1e-12 * TYPICAL[name]) / TYPICAL[name])
+    return math.log(max(value, 1e-12 * _typical(name)) / _typical(name))
 
 
 def _decode(name: str, value: float) -> float:
     if _is_fraction(name):
         return 1.0 / (1.0 + math.exp(-min(max(value, -40.0), 40.0)))
-    return TYPICAL[name] * math.exp(min(value, 60.0))
+    return _typical(name) * math.exp(min(value, 60.0))
+
+
+def at_bound(name: str, value: float) -> bool:
+    """Whether a fitted value sits at its range's bound (see `AT_BOUND`)."""
+    if _is_fraction(name):
+        return value >= 1.0 - AT_BOUND or value <= AT_BOUND
+    return value <= AT_BOUND * _typical(name)
 
 
 def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
@@ -402,13 +509,13 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
     counts = np.bincount(costs.dataset)
     weights = 1.0 / np.sqrt(counts[costs.dataset])
     log_measured = np.log(costs.time_s)
-    fixed = {"mbu": mbu, **(start or Efficiency()).as_dict()}
+    start = start or Efficiency()
+    fixed = {"mbu": mbu, **{name: start.value(name) for name in FIT_PARAMETERS[1:]}}
 
     def unpack(vector):
-        values = dict(fixed)
-        values.update({name: _decode(name, x) for name, x in zip(free, vector, strict=True)})
-        profile_mbu = values.pop("mbu")
-        return Efficiency(**values), profile_mbu
+        values = {name: _decode(name, x) for name, x in zip(free, vector, strict=True)}
+        profile_mbu = values.pop("mbu", mbu)
+        return start.with_values(values), profile_mbu
 
     starts = _starting_points(free, fixed)
     typical = starts[0]
@@ -435,15 +542,18 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
     efficiency, profile_mbu = unpack(vector)
     predicted = predict(costs, efficiency, mfu=mfu, mbu=profile_mbu, overlap=overlap)
     rms = float(np.sqrt(np.mean((np.log(predicted) - log_measured) ** 2)))
-    return Fit(efficiency=_rounded(efficiency), mbu=float(f"{profile_mbu:.4g}"),
-               fitted=tuple(free), rms_log_error=rms, iterations=iterations)
+    efficiency, profile_mbu = _rounded(efficiency), float(f"{profile_mbu:.4g}")
+    bounded = tuple(name for name in free if at_bound(
+        name, profile_mbu if name == "mbu" else efficiency.value(name)))
+    return Fit(efficiency=efficiency, mbu=profile_mbu, fitted=tuple(free),
+               rms_log_error=rms, iterations=iterations, at_bound=bounded)
 
 
 def _rounded(efficiency: Efficiency) -> Efficiency:
     """Four significant digits: what a profile file shows, and all a fit can support."""
-    return Efficiency(**{name: min(float(f"{value:.4g}"), 1.0) if _is_fraction(name)
-                         else float(f"{value:.4g}")
-                         for name, value in efficiency.as_dict().items()})
+    return Efficiency().with_values({
+        name: min(float(f"{value:.4g}"), 1.0) if _is_fraction(name) else float(f"{value:.4g}")
+        for name, value in efficiency.as_dict().items()})
 
 
 def _starting_points(free: list[str], fixed: dict[str, float]) -> list[np.ndarray]:
@@ -451,7 +561,7 @@ def _starting_points(free: list[str], fixed: dict[str, float]) -> list[np.ndarra
     starts = []
     for fraction, scale in ((0.8, 1.0), (0.5, 30.0), (0.95, 0.03), (0.05, 10.0)):
         starts.append(np.array([
-            _encode(name, fraction if _is_fraction(name) else TYPICAL[name] * scale)
+            _encode(name, fraction if _is_fraction(name) else _typical(name) * scale)
             for name in free]))
     given = [name for name in free if fixed[name] not in (0.0, 1.0)]
     if given:

@@ -22,9 +22,29 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   `interconnect_efficiency` of the per-direction interconnect bandwidth, after
   `allreduce_overhead_s`.
 
-Every form keeps a part's time affine in the batch (so the closed-form largest batch under
-a TPOT budget still holds), efficiencies stay in (0, 1] and overheads >= 0, so a calibrated
-prediction is never faster than the ideal roofline. The defaults are the ideal roofline:
+Per compute dtype: the GEMM parameters (`gemm_mfu`, `gemm_mbu`, `gemm_m_half`,
+`kernel_overhead_s`) may be given for bf16 (fp16 too: the same tensor-core rate), fp8
+(int8 too) and fp4 GEMMs separately (a profile's `[efficiency.fp8]` table, ...); a dtype
+without its own value uses the base one. fp8 and fp4 GEMMs run at a lower share of their
+peak and quantise their input activations on the fly (dynamic quantisation: a separate
+pass that reads the bf16 activations and writes them in 8 or 4 bits with their scales).
+That pass costs `activation_quant_bytes` bytes per input element (an M x K GEMM quantises
+M * K elements) at the profile's bandwidth, besides the GEMM's own roofline; its launch
+is a fixed time per kernel, which the dtype's own `kernel_overhead_s` holds. Both forms
+come from the residuals of TensorRT-LLM's fp8 GEMMs (aiconfigurator, H100 and H200) under
+the bf16 form: fitted to them, it gives fp8 a fixed time per kernel four times bf16's (14
+vs 3.7 us on H100: a second kernel's launch), and at M >= 8192 it errs by N: -47 % (too
+fast) at N = 1024, +19 % at N = 16384. A cost per input element does that: its share of
+a compute-bound GEMM is (M * K) / (M * N * K) = 1 / N, whatever K; a cost per FLOP or
+per weight would not depend on N. With it the large-M errors by N are within -4..+1 %
+and the MAPE falls from 11 % to 5 %. The fitted cost, 8-10 bytes per element, is more
+than the 5 an unfused pass moves (the bf16 input read for its scale and again to
+convert, 1 byte written): such small passes run below the bandwidth.
+
+Every form keeps a part's time affine in the batch (the quantisation pass is linear in
+the tokens), so the closed-form largest batch under a TPOT budget still holds;
+efficiencies stay in (0, 1] and overheads >= 0, so a calibrated prediction is never
+faster than the ideal roofline. The defaults are the ideal roofline:
 `Efficiency()` changes nothing. The functions take numpy arrays or scalars and broadcast.
 Units: seconds, FLOPs, bytes, FLOP/s, bytes/s, tokens.
 """
@@ -32,11 +52,12 @@ Units: seconds, FLOPs, bytes, FLOP/s, bytes/s, tokens.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
 from rooftui.core import spec_files
+from rooftui.core.dtypes import BYTES_PER_ELEMENT
 from rooftui.core.errors import SpecError
 
 # parameter -> (kind, unit, meaning); kind "fraction" is in (0, 1], "amount" is >= 0
@@ -48,6 +69,8 @@ PARAMETERS: dict[str, tuple[str, str, str]] = {
     "gemm_mfu": ("fraction", "", "weight GEMMs: fraction of peak FLOP/s at large M"),
     "gemm_mbu": ("fraction", "", "weight GEMMs: fraction of bandwidth streaming weights"),
     "gemm_m_half": ("amount", "tokens", "token count at which GEMMs reach half of gemm_mfu"),
+    "activation_quant_bytes": ("amount", "B",
+                               "fp8/fp4 GEMMs: bytes moved per input element quantised"),
     "attention_mfu": ("fraction", "", "attention: fraction of peak FLOP/s, many keys per query"),
     "attention_mfu_half": ("amount", "tokens",
                            "keys per query at which attention reaches half of attention_mfu"),
@@ -58,11 +81,50 @@ PARAMETERS: dict[str, tuple[str, str, str]] = {
                                 "all-reduce: fraction of the interconnect bandwidth"),
     "allreduce_overhead_s": ("amount", "s", "fixed time of one all-reduce"),
 }
+# what a compute dtype's own table may set; a dtype without its own value uses the base
+GEMM_PARAMETERS = ("gemm_mfu", "gemm_mbu", "gemm_m_half", "kernel_overhead_s",
+                   "activation_quant_bytes")
+# the compute dtypes with tables, and the formats each covers (the others, fp32 and
+# tf32, use the base values); only 8- and 4-bit GEMMs quantise their activations
+COMPUTE_TABLES = {"bf16": ("bf16", "fp16"), "fp8": ("fp8", "int8"), "fp4": ("fp4", "int4")}
+QUANTISING_TABLES = ("fp8", "fp4")
+
+
+def _check(name: str, value) -> None:
+    kind = PARAMETERS[name][0]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise SpecError(f"{name} must be finite, got {value!r}")
+    if kind == "fraction" and not 0 < value <= 1:
+        raise SpecError(f"{name} must be in (0, 1], got {value!r}")
+    if kind == "amount" and value < 0:
+        raise SpecError(f"{name} must be >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class DtypeEfficiency:
+    """One compute dtype's own GEMM parameters; None: the base value."""
+
+    gemm_mfu: float | None = None
+    gemm_mbu: float | None = None
+    gemm_m_half: float | None = None
+    kernel_overhead_s: float | None = None
+    activation_quant_bytes: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in GEMM_PARAMETERS:
+            if getattr(self, name) is not None:
+                _check(name, getattr(self, name))
+
+    def given(self) -> dict[str, float]:
+        return {name: value for name, value in asdict(self).items() if value is not None}
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """The parameters of the module docstring; the defaults are the ideal roofline."""
+    """The parameters of the module docstring; the defaults are the ideal roofline.
+    `bf16`, `fp8` and `fp4` hold a compute dtype's own GEMM parameters."""
 
     step_overhead_s: float = 0.0
     layer_overhead_s: float = 0.0
@@ -71,51 +133,121 @@ class Efficiency:
     gemm_mfu: float = 1.0
     gemm_mbu: float = 1.0
     gemm_m_half: float = 0.0
+    activation_quant_bytes: float = 0.0
     attention_mfu: float = 1.0
     attention_mfu_half: float = 0.0
     attention_mbu: float = 1.0
     attention_mbu_half: float = 0.0
     interconnect_efficiency: float = 1.0
     allreduce_overhead_s: float = 0.0
+    bf16: DtypeEfficiency = DtypeEfficiency()
+    fp8: DtypeEfficiency = DtypeEfficiency()
+    fp4: DtypeEfficiency = DtypeEfficiency()
 
     def __post_init__(self) -> None:
-        for name, (kind, _, _) in PARAMETERS.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise SpecError(f"{name} must be a number, got {value!r}")
-            if not math.isfinite(value):
-                raise SpecError(f"{name} must be finite, got {value!r}")
-            if kind == "fraction" and not 0 < value <= 1:
-                raise SpecError(f"{name} must be in (0, 1], got {value!r}")
-            if kind == "amount" and value < 0:
-                raise SpecError(f"{name} must be >= 0, got {value!r}")
+        for name in PARAMETERS:
+            _check(name, getattr(self, name))
+        for table in COMPUTE_TABLES:
+            if not isinstance(getattr(self, table), DtypeEfficiency):
+                raise SpecError(f"{table} must be a table of GEMM parameters")
+        if self.bf16.activation_quant_bytes is not None:
+            raise SpecError("activation_quant_bytes: only fp8 and fp4 GEMMs quantise their "
+                            "activations (give it in the fp8 or fp4 table, or the base)")
 
     @property
     def is_ideal(self) -> bool:
         return self == _IDEAL
 
     def as_dict(self) -> dict[str, float]:
-        return asdict(self)
+        """Every base parameter, then each dtype's own values as `fp8.gemm_mfu`, ...:
+        the names `value`, `with_values` and a fit use."""
+        values = {name: getattr(self, name) for name in PARAMETERS}
+        for table in COMPUTE_TABLES:
+            values.update({f"{table}.{name}": value
+                           for name, value in getattr(self, table).given().items()})
+        return values
+
+    def __getattr__(self, name: str):
+        # only reached for names that are not fields: `getattr(efficiency, "fp8.gemm_mfu")`
+        # reads a dtype's value as `value` does, as code that loops over a fit's names needs
+        if "." in name:
+            return self.value(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def value(self, name: str) -> float:
+        """A parameter by its `as_dict` name; a dtype's unset one is the base value."""
+        table, _, parameter = name.rpartition(".")
+        if not table:
+            return getattr(self, name)
+        own = getattr(getattr(self, table), parameter)
+        return getattr(self, parameter) if own is None else own
+
+    def with_values(self, values: dict[str, float]) -> Efficiency:
+        """A copy with parameters replaced, by their `as_dict` names."""
+        base = {name: value for name, value in values.items() if "." not in name}
+        tables = {}
+        for table in COMPUTE_TABLES:
+            own = {name.partition(".")[2]: value for name, value in values.items()
+                   if name.startswith(f"{table}.")}
+            if own:
+                tables[table] = replace(getattr(self, table), **own)
+        return replace(self, **base, **tables)
+
+    def for_compute_dtypes(self, codes) -> Efficiency:
+        """The efficiency a grid of configurations sees, by the compute dtype code of each
+        (`tables.dtype_code`): the GEMM parameters become arrays broadcast like `codes`
+        (each dtype's own value, else the base one; activation_quant_bytes is 0 where the
+        dtype does not quantise), the rest stay. For the step model and a fit's
+        predictions only: its arrays are not checked again (each value was)."""
+        codes = np.asarray(codes)
+        selected = {}
+        for name in GEMM_PARAMETERS:
+            base = 0.0 if name == "activation_quant_bytes" else getattr(self, name)
+            by_code = np.full(len(DTYPE_NAMES), base)
+            for table, formats in COMPUTE_TABLES.items():
+                value = (self.value(f"{table}.{name}")
+                         if name != "activation_quant_bytes" or table in QUANTISING_TABLES
+                         else 0.0)
+                by_code[[DTYPE_NAMES.index(f) for f in formats]] = value
+            selected[name] = by_code[codes]
+        chosen = object.__new__(Efficiency)  # past __post_init__: its fields are arrays
+        for field in fields(Efficiency):
+            object.__setattr__(chosen, field.name, selected.get(field.name,
+                                                               getattr(self, field.name)))
+        return chosen
 
 
 _IDEAL = Efficiency()  # built once: is_ideal runs on every step evaluation
-EFFICIENCY_KEYS = {f.name for f in fields(Efficiency)}
+DTYPE_NAMES = tuple(BYTES_PER_ELEMENT)  # in the order of `tables.dtype_code`
 
 
 def efficiency_from_dict(data: dict, where: str) -> Efficiency:
-    """An `[efficiency]` table of a profile TOML; unknown keys are errors that name them."""
+    """An `[efficiency]` table of a profile TOML, with optional `[efficiency.bf16]`,
+    `[efficiency.fp8]` and `[efficiency.fp4]` sub-tables of GEMM parameters; unknown keys
+    are errors that name them."""
     if not isinstance(data, dict):
         raise SpecError(f"{where}: [efficiency] must be a table of parameter = number")
-    spec_files.check_keys(data, EFFICIENCY_KEYS, f"{where} [efficiency]")
+    spec_files.check_keys(data, set(PARAMETERS) | set(COMPUTE_TABLES), f"{where} [efficiency]")
     values = {}
-    for name in data:
-        kind = PARAMETERS[name][0]
-        values[name] = spec_files.number(data, name, f"{where} [efficiency]",
-                                         strict=kind == "fraction")
+    for name, value in data.items():
+        if name in COMPUTE_TABLES:
+            table = f"{where} [efficiency.{name}]"
+            if not isinstance(value, dict):
+                raise SpecError(f"{table} must be a table of parameter = number")
+            allowed = set(GEMM_PARAMETERS) - (
+                set() if name in QUANTISING_TABLES else {"activation_quant_bytes"})
+            spec_files.check_keys(value, allowed, table)
+            values.update({f"{name}.{key}": _number(value, key, table) for key in value})
+        else:
+            values[name] = _number(data, name, f"{where} [efficiency]")
     try:
-        return Efficiency(**values)
+        return Efficiency().with_values(values)
     except SpecError as error:
         raise SpecError(f"{where} [efficiency]: {error}") from None
+
+
+def _number(data: dict, name: str, where: str) -> float:
+    return spec_files.number(data, name, where, strict=PARAMETERS[name][0] == "fraction")
 
 
 def part_efficiencies(part: str, efficiency: Efficiency) -> tuple[float, float]:

@@ -1,16 +1,22 @@
 """Measured timings: the calibration CSV format, and converters from published datasets.
 
 The calibration CSV format (what `sweep measure` writes and `sweep calibrate` reads), one
-measurement per row; columns a kind does not use may be empty or absent:
+measurement per row; columns a kind does not use may be empty or absent, and [defaults]
+are what an empty or absent column means (so files written before a column existed still
+read: an old `dtype` column is `weight_dtype`):
 
 | column | meaning |
 |---|---|
-| `kind` | `gemm` (one weight matmul), `attention_decode` / `attention_prefill` (one layer's attention kernel), `step` (one engine step), `allreduce`, `copy` (device to device) |
+| `kind` | `gemm` (one weight matmul), `attention_decode` / `attention_prefill` (one layer's attention kernel), `step` (one engine step), `allreduce`, `copy` (device to device); end to end under load, per request: `e2e_ttft` (time to first token), `e2e_tpot` (time per output token after the first), `e2e_itl` (time between tokens) |
 | `gpu` | the GPU: a shipped spec name (`h100-sxm`) or a device name; `--gpu` of `sweep calibrate` picks the rows |
-| `model` | shipped model name or spec path (attention and step rows) |
+| `model` | shipped model name or spec path (attention, step and e2e rows) |
 | `tp` | tensor-parallel degree: the row runs on one GPU's shard (GPUs of an all-reduce) [1] |
-| `dtype` | operands of a kernel; the weights of a step [bf16] |
-| `kv_dtype` | KV-cache format of attention and steps [bf16; fp16 for fp16 steps] |
+| `weight_dtype` | operands of a kernel; the weights of a step or e2e run [bf16] |
+| `compute_dtype` | the format the matmuls run in [a kernel's operand format (nvfp4: fp4); for steps `default_compute_dtype` of the weights: fp8 for fp8, bf16 for weight-only formats] |
+| `expert_dtype` | routed experts' weights (gpt-oss: mxfp4) [as `weight_dtype`] |
+| `kv_dtype` | KV-cache format of attention and steps [bf16; fp16 for fp16 weights] |
+| `engine`, `engine_version` | the serving engine or kernel library and its version [not recorded] |
+| `cuda_graphs` | `true` / `false`: whether the engine replayed CUDA graphs [not recorded] |
 | `m`, `n`, `k` | GEMM: Y[m, n] = X[m, k] · W[k, n]; m is the token count |
 | `batch` | decode sequences (one new token each) |
 | `context` | tokens already cached per decode sequence |
@@ -18,14 +24,18 @@ measurement per row; columns a kind does not use may be empty or absent:
 | `prefill_context` | tokens of each prompt already cached (chunked prefill) [0] |
 | `prompts` | prompts of `prefill` tokens each [1 where prefill > 0] |
 | `bytes` | all-reduce message, or bytes one copy writes |
-| `time_s` | measured seconds (a median or mean of repeats) |
+| `isl`, `osl` | e2e: input and output tokens per request |
+| `concurrency` | e2e: requests in flight (closed loop); or `request_rate`: requests/s arriving (open loop); one of the two |
+| `num_prompts` | e2e: requests in the run [not recorded] |
+| `time_s` | measured seconds (a median or mean of repeats; e2e: the run's mean per request) |
 | `dataset` | a label grouping rows: errors are reported, and a fit weighted, per dataset [the file name] |
 | `source` | where the number comes from |
 
 Converters read each published dataset (docs/validation.md names its repository, commit
 and path) by its header. Each returns datasets in this format, with notes on what was assumed
 and which rows were left out and why (models not shipped, derived or suspect rows, data
-that are not step or kernel times).
+that are not step, kernel or end-to-end times), filling the columns above from what the
+source says (SOURCES.md of the measured folder) and leaving blank what it does not record.
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from rooftui.core import limits
-from rooftui.core.calibration import KINDS, Measurements
+from rooftui.core.calibration import E2E_KINDS, KINDS, Measurements, default_compute_dtypes
 from rooftui.core.dtypes import check_dtype
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU
@@ -47,18 +57,23 @@ from rooftui.core.model import load_model
 from rooftui.core.tables import dtype_code
 from rooftui.sweeps.output_files import atomic_path
 
-COLUMNS = ("kind", "gpu", "model", "tp", "dtype", "kv_dtype", "m", "n", "k", "batch",
-           "context", "prefill", "prefill_context", "prompts", "bytes", "time_s", "dataset",
-           "source")
+COLUMNS = ("kind", "gpu", "model", "tp", "weight_dtype", "compute_dtype", "expert_dtype",
+           "kv_dtype", "engine", "engine_version", "cuda_graphs", "m", "n", "k", "batch",
+           "context", "prefill", "prefill_context", "prompts", "bytes", "isl", "osl",
+           "concurrency", "request_rate", "num_prompts", "time_s", "dataset", "source")
+LEGACY_COLUMNS = {"dtype": "weight_dtype"}  # old name -> the format's name
+DTYPE_COLUMNS = ("weight_dtype", "compute_dtype", "expert_dtype", "kv_dtype")
 NUMERIC = ("tp", "m", "n", "k", "batch", "context", "prefill", "prefill_context", "prompts",
-           "bytes", "time_s")
+           "bytes", "isl", "osl", "concurrency", "request_rate", "num_prompts", "time_s")
 # the ranges of `core.limits`, as measured values: fractional (means of repeats), from 0
 MEASURED_BOUNDS = {
     column: replace(limits.BOUNDS[bound], integer=False, minimum=0)
     for column, bound in (("tp", "tp"), ("m", "matrix_dimension"), ("n", "matrix_dimension"),
                           ("k", "matrix_dimension"), ("batch", "batch"), ("context", "context"),
                           ("prefill", "prefill"), ("prefill_context", "prefill_context"),
-                          ("prompts", "batch"), ("bytes", "bytes"))
+                          ("prompts", "batch"), ("bytes", "bytes"), ("isl", "prefill"),
+                          ("osl", "context"), ("concurrency", "batch"), ("request_rate", "rate"),
+                          ("num_prompts", "requests"))
 } | {"time_s": limits.BOUNDS["time_s"]}
 # what each kind needs besides kind, gpu and time_s
 REQUIRED = {
@@ -68,7 +83,9 @@ REQUIRED = {
     "step": ("model",),
     "allreduce": ("tp", "bytes"),
     "copy": ("bytes",),
-}
+} | dict.fromkeys(E2E_KINDS, ("model", "isl", "osl"))
+CUDA_GRAPHS = {"true": "true", "false": "false", "1": "true", "0": "false", "yes": "true",
+               "no": "false"}
 DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                "float8": "fp8", "fp8_block": "fp8"}
 
@@ -142,13 +159,22 @@ def read_calibration_csv(path: Path) -> Conversion:
     rows = []
     for line, raw in enumerate(_read(path), start=2):
         where = f"{path}: line {line}"
-        row = {key: (value or "").strip() for key, value in raw.items() if key in COLUMNS}
+        row = _current_names({key: (value or "").strip() for key, value in raw.items()
+                              if key in COLUMNS or key in LEGACY_COLUMNS})
         kind = row.get("kind", "")
         if kind not in KINDS:
             raise SpecError(f"{where}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
         for column in ("gpu", "time_s", *REQUIRED[kind]):
             if not row.get(column):
                 raise SpecError(f"{where}: a {kind} row needs column {column!r}")
+        if kind in E2E_KINDS and not (row.get("concurrency") or row.get("request_rate")):
+            raise SpecError(f"{where}: a {kind} row needs column 'concurrency' (closed "
+                            "loop) or 'request_rate' (requests/s, open loop)")
+        if row.get("cuda_graphs"):
+            if row["cuda_graphs"].lower() not in CUDA_GRAPHS:
+                raise SpecError(f"{where}: cuda_graphs must be true or false (or blank: not "
+                                f"recorded), got {row['cuda_graphs']!r}")
+            row["cuda_graphs"] = CUDA_GRAPHS[row["cuda_graphs"].lower()]
         for column in NUMERIC:
             if row.get(column):
                 try:
@@ -158,7 +184,7 @@ def read_calibration_csv(path: Path) -> Conversion:
                 row[column] = MEASURED_BOUNDS[column].check(value, column, where)
             else:
                 row.pop(column, None)
-        for column in ("dtype", "kv_dtype"):
+        for column in DTYPE_COLUMNS:
             if row.get(column):
                 try:
                     row[column] = dtype_name(row[column])
@@ -180,11 +206,22 @@ def write_calibration_csv(rows: list[dict], path: Path) -> None:
                                                         encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        for row in rows:
+        for row in map(_current_names, rows):
             writer.writerow({key: _format(row.get(key, "")) for key in COLUMNS})
 
 
+def _current_names(row: dict) -> dict:
+    """A row with its old column names (`LEGACY_COLUMNS`) renamed; a current name wins."""
+    renamed = {key: value for key, value in row.items() if key not in LEGACY_COLUMNS}
+    for old, new in LEGACY_COLUMNS.items():
+        if row.get(old) not in (None, "") and renamed.get(new) in (None, ""):
+            renamed[new] = row[old]
+    return renamed
+
+
 def _format(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.6g}" if not value.is_integer() or abs(value) >= 1e15 else str(int(value))
     return str(value)
@@ -211,8 +248,8 @@ def convert_splitwise(path: Path) -> Conversion:
             skipped.append(f"{model} rows: no shipped model spec")
             continue
         prompt, batch = float(raw["prompt_size"]), float(raw["batch_size"])
-        common = {"model": SPLITWISE_MODELS[model], "tp": tp, "dtype": "fp16",
-                  "kv_dtype": "fp16", "phase": "decode"}
+        common = {"model": SPLITWISE_MODELS[model], "tp": tp, "weight_dtype": "fp16",
+                  "compute_dtype": "fp16", "kv_dtype": "fp16", "phase": "decode"}
         gpu = SPLITWISE_GPUS[hardware]
         rows.append(_row("step", gpu, float(raw["token_time"]) / 1e3, batch=batch,
                          context=prompt + float(raw["token_size"]) / 2, **common))
@@ -234,6 +271,7 @@ SARATHI_SOURCE = ("microsoft/sarathi-serve@ceaa066 osdi-experiments/ (Yi-34B TP2
 SARATHI_NOTES = ["A100 80GB PCIe modelled with the a100-80gb (SXM) spec: 1.94 vs 2.04 TB/s",
                  "Yi-34B-200K has Yi-34B's shapes"]
 SARATHI_CONTEXT = 1022  # requests of 1024 tokens at prefill:decode 255:1 (SOURCES.md)
+SARATHI_ENGINE = {"engine": "sarathi-serve", "engine_version": "osdi-sarathi-serve@ceaa066"}
 
 
 def convert_sarathi_batches(path: Path) -> Conversion:
@@ -245,8 +283,9 @@ def convert_sarathi_batches(path: Path) -> Conversion:
         prefill = float(raw["batch_num_prefill_tokens"])
         seconds = (float(raw["batch_execution_time_s"]) if "batch_execution_time_s" in raw
                    else float(raw["batch_execution_time_ms"]) / 1e3)
-        rows.append(_row("step", "a100-80gb", seconds, model="yi-34b", tp=2, dtype="fp16",
-                         kv_dtype="fp16", batch=decodes,
+        rows.append(_row("step", "a100-80gb", seconds, model="yi-34b", tp=2,
+                         weight_dtype="fp16", compute_dtype="fp16", kv_dtype="fp16",
+                         **SARATHI_ENGINE, batch=decodes,
                          context=SARATHI_CONTEXT if decodes else 0,
                          prefill=prefill, prompts=1 if prefill else 0))
     if hybrid:
@@ -269,7 +308,8 @@ VIDUR_MODELS = {"meta-llama/Llama-2-7b-hf": "llama-2-7b",
 
 def convert_vidur(path: Path) -> Conversion:
     """vidur's per-op medians: the four weight GEMMs of one layer shard (fused QKV, O,
-    fused gate+up, down) at tp 1-8 as GEMM rows, from the models' shapes."""
+    fused gate+up, down) at tp 1-8 as GEMM rows, from the models' shapes; each op timed
+    alone in eager PyTorch (CUDA events per op, no graphs)."""
     source = "microsoft/vidur@7d47513 data/profiling/compute/*/mlp.csv (medians)"
     rows, skipped, shapes = [], set(), {}
     for raw in _read(path):
@@ -288,7 +328,9 @@ def convert_vidur(path: Path) -> Conversion:
                          ("attn_post_proj", d, heads * hd),
                          ("mlp_up_proj", 2 * ffn, d), ("mlp_down_proj", d, ffn)):
             rows.append(_row("gemm", VIDUR_GPUS[raw["gpu"]], float(raw[f"{op}_median_ms"]) / 1e3,
-                             m=tokens, n=float(n), k=float(k), dtype="fp16"))
+                             m=tokens, n=float(n), k=float(k), weight_dtype="fp16",
+                             compute_dtype="fp16", engine="sarathi-serve (vidur branch)",
+                             cuda_graphs="false"))
     return Conversion(path, _group(
         rows, lambda r: (r["gpu"],),
         lambda gpu: f"vidur {_gpu_label(gpu)} fp16 GEMMs (Llama shapes)", source,
@@ -297,6 +339,8 @@ def convert_vidur(path: Path) -> Conversion:
 
 AIC_GPUS = {"H100-SXM": "h100-sxm", "H200-SXM": "h200"}
 AIC_SOURCE = "ai-dynamo/aiconfigurator@095f58a systems/data (TensorRT-LLM 1.3.0rc20)"
+# its collectors time TensorRT-LLM's ops replayed as CUDA graphs (SOURCES.md)
+AIC_ENGINE = {"engine": "trtllm", "engine_version": "1.3.0rc20", "cuda_graphs": "true"}
 # per-GPU (query heads, KV heads) of the subset -> (model, tp) with those shards
 AIC_HEADS = {(32 // t, 32 // t): ("llama-2-7b", t) for t in (1, 2, 4, 8)}
 AIC_HEADS |= {(32 // t, max(8 // t, 1)): ("llama-3-8b", t) for t in (1, 2, 4, 8)}
@@ -304,11 +348,16 @@ AIC_HEADS |= {(64 // t, max(8 // t, 1)): ("llama-3-70b", t) for t in (1, 2, 4, 8
 
 
 def convert_aiconfigurator_gemm(path: Path) -> Conversion:
-    rows = [_row("gemm", AIC_GPUS[r["gpu"]], float(r["latency_ms"]) / 1e3, m=float(r["m"]),
-                 n=float(r["n"]), k=float(r["k"]), dtype=dtype_name(r["gemm_dtype"]))
-            for r in _read(path)]
+    """TensorRT-LLM's Linear: bf16, or fp8 weights multiplied in fp8 (activations
+    quantised on the fly, inside the time)."""
+    rows = []
+    for raw in _read(path):
+        dtype = dtype_name(raw["gemm_dtype"])
+        rows.append(_row("gemm", AIC_GPUS[raw["gpu"]], float(raw["latency_ms"]) / 1e3,
+                         m=float(raw["m"]), n=float(raw["n"]), k=float(raw["k"]),
+                         weight_dtype=dtype, compute_dtype=dtype, **AIC_ENGINE))
     return Conversion(path, _group(
-        rows, lambda r: (r["gpu"], r["dtype"]),
+        rows, lambda r: (r["gpu"], r["compute_dtype"]),
         lambda gpu, dtype: f"aiconfigurator {_gpu_label(gpu)} {dtype} GEMM", AIC_SOURCE,
         ["CUDA graphs, cold L2; fp8 includes activation quantisation"]))
 
@@ -319,19 +368,23 @@ def convert_aiconfigurator_attention(path: Path) -> Conversion:
     rows = []
     for raw in _read(path):
         model, tp = AIC_HEADS[(int(raw["num_heads"]), int(raw["num_key_value_heads"]))]
-        common = {"model": model, "tp": tp, "kv_dtype": dtype_name(raw["kv_cache_dtype"])}
+        common = {"model": model, "tp": tp, "kv_dtype": dtype_name(raw["kv_cache_dtype"]),
+                  **AIC_ENGINE}
         seconds = float(raw["latency_ms"]) / 1e3
         if decode:
-            rows.append(_row("attention_decode", AIC_GPUS[raw["gpu"]], seconds, dtype="bf16",
+            rows.append(_row("attention_decode", AIC_GPUS[raw["gpu"]], seconds,
+                             weight_dtype="bf16", compute_dtype="bf16",
                              batch=float(raw["batch_size"]),
                              context=float(raw["kv_len_cached"]), **common))
         else:
+            dtype = dtype_name(raw["attn_dtype"])  # the FMHA's own format
             rows.append(_row("attention_prefill", AIC_GPUS[raw["gpu"]], seconds,
-                             dtype=dtype_name(raw["attn_dtype"]), prefill=float(raw["isl"]),
-                             prompts=float(raw["batch_size"]), **common))
+                             weight_dtype=dtype, compute_dtype=dtype,
+                             prefill=float(raw["isl"]), prompts=float(raw["batch_size"]),
+                             **common))
     phase = "decode" if decode else "prefill"
     return Conversion(path, _group(
-        rows, lambda r: (r["gpu"], r["dtype"], r["kv_dtype"]),
+        rows, lambda r: (r["gpu"], r["compute_dtype"], r["kv_dtype"]),
         lambda gpu, dtype, kv: f"aiconfigurator {_gpu_label(gpu)} {phase} attention ("
                                + (f"{kv} KV)" if decode else f"{dtype}, {kv} KV)"),
         AIC_SOURCE, ["one layer; head shapes mapped to Llama models at tp 1-8"]))
@@ -343,13 +396,14 @@ def convert_aiconfigurator_allreduce(path: Path) -> Conversion:
         dtype = dtype_name(raw["dtype"])
         element = {"fp16": 2, "bf16": 2, "int8": 1}[dtype]
         rows.append(_row("allreduce", AIC_GPUS[raw["gpu"]], float(raw["latency_ms"]) / 1e3,
-                         tp=float(raw["num_gpus"]), dtype=dtype,
+                         tp=float(raw["num_gpus"]), weight_dtype=dtype,
                          bytes=float(raw["message_size"]) * element,
-                         library=raw["kernel_source"]))
+                         engine=raw["kernel_source"].lower(),
+                         engine_version=raw["lib_version"]))
     return Conversion(path, _group(
-        rows, lambda r: (r["gpu"], r["library"]),
-        lambda gpu, library: f"aiconfigurator {_gpu_label(gpu)} all-reduce ({library})",
-        AIC_SOURCE, helpers=("library",)))
+        rows, lambda r: (r["gpu"], r["engine"]),
+        lambda gpu, library: f"aiconfigurator {_gpu_label(gpu)} all-reduce "
+                             f"({library.upper()})", AIC_SOURCE))
 
 
 E2E_MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
@@ -358,9 +412,12 @@ E2E_MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
 
 
 def convert_aiconfigurator_e2e(path: Path) -> Conversion:
-    """End-to-end TPOT under continuous batching, as a decode step at batch =
-    concurrency and context = ISL + OSL/2: an upper bound on the pure step (it includes
-    prefill interference)."""
+    """End-to-end serving runs at a fixed concurrency and fixed ISL/OSL: each run's mean
+    TTFT and TPOT as e2e rows (TPOT under continuous batching includes prefill
+    interference: not a decode step, so only a replay through the simulator prices it).
+    The weights' format is the run's quantisation mode, else its precision, else (the
+    Llama-3.1-8B H100 TensorRT-LLM rows, the BF16 release) bf16; fp8 runs multiply in
+    fp8."""
     rows, skipped = [], set()
     for raw in _read(path):
         if raw["model_path"] not in E2E_MODELS:
@@ -369,21 +426,25 @@ def convert_aiconfigurator_e2e(path: Path) -> Conversion:
         if raw["pp_size"] != "1":
             skipped.add("pipeline-parallel rows")
             continue
-        precision = raw["gemm_quant_mode"] or raw["precision"] or "bf16"
+        dtype = dtype_name(raw["gemm_quant_mode"] or raw["precision"] or "bf16")
         gpu = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}[raw["system"]]
-        rows.append(_row("step", gpu, float(raw["silicon_tpot_ms"]) / 1e3,
-                         model=E2E_MODELS[raw["model_path"]], tp=float(raw["tp_size"]),
-                         dtype=dtype_name(precision), kv_dtype="bf16",
-                         batch=float(raw["batch_size"]),
-                         context=float(raw["isl"]) + float(raw["osl"]) / 2,
-                         backend=raw["backend"]))
+        run = {"model": E2E_MODELS[raw["model_path"]], "tp": float(raw["tp_size"]),
+               "weight_dtype": dtype, "compute_dtype": dtype, "kv_dtype": "bf16",
+               "engine": raw["backend"], "engine_version": raw["backend_version"],
+               "isl": float(raw["isl"]), "osl": float(raw["osl"]),
+               "concurrency": float(raw["silicon_concurrency"] or raw["batch_size"])}
+        for kind, column in (("e2e_ttft", "silicon_ttft_ms"), ("e2e_tpot", "silicon_tpot_ms")):
+            if raw[column]:
+                rows.append(_row(kind, gpu, float(raw[column]) / 1e3, **run))
     return Conversion(path, _group(
-        rows, lambda r: (r["gpu"], r["model"], r["backend"]),
-        lambda gpu, model, backend: f"aiconfigurator {_gpu_label(gpu)} {model} {backend} TPOT",
+        rows, lambda r: (r["gpu"], r["model"], r["engine"], r["kind"]),
+        lambda gpu, model, engine, kind: (f"aiconfigurator {_gpu_label(gpu)} {model} {engine} "
+                                          f"{kind.removeprefix('e2e_').upper()}"),
         "ai-dynamo/aiconfigurator@095f58a silicon_sample.csv",
-        ["TPOT under continuous batching: includes prefill interference",
-         "Llama-3.1-70B modelled with llama-3-70b's shapes (identical)"],
-        helpers=("backend",)), sorted(skipped))
+        ["fixed ISL/OSL at a fixed client concurrency; TPOT under continuous batching "
+         "includes prefill interference; a very large TTFT marks a queued (overloaded) run",
+         "KV-cache format not recorded (bf16 assumed)",
+         "Llama-3.1-70B modelled with llama-3-70b's shapes (identical)"]), sorted(skipped))
 
 
 LLMCOMPASS_SOURCE = "PrincetonUniversity/LLMCompass@2e015fd ae/figure5 (A100 80GB, fp16)"
@@ -391,7 +452,8 @@ LLMCOMPASS_SOURCE = "PrincetonUniversity/LLMCompass@2e015fd ae/figure5 (A100 80G
 
 def convert_llmcompass_matmul(path: Path) -> Conversion:
     rows = [_row("gemm", "a100-80gb", float(r["latency_ms"]) / 1e3, m=float(r["M"]),
-                 n=float(r["N"]), k=float(r["K"]), dtype="fp16") for r in _read(path)]
+                 n=float(r["N"]), k=float(r["K"]), weight_dtype="fp16",
+                 compute_dtype="fp16") for r in _read(path)]
     return Conversion(path, _group(rows, lambda r: (), lambda: "LLMCompass A100 fp16 GEMM",
                                    LLMCOMPASS_SOURCE))
 
@@ -411,10 +473,10 @@ def convert_llmcompass_layer(path: Path) -> Conversion:
             if raw["op"] in shapes:
                 n, k = shapes[raw["op"]]
                 rows.append(_row("gemm", "a100-80gb", seconds, m=float(tokens), n=float(n),
-                                 k=float(k), dtype="fp16"))
+                                 k=float(k), weight_dtype="fp16", compute_dtype="fp16"))
             elif raw["op"].startswith("AllReduce"):
                 rows.append(_row("allreduce", "a100-80gb", seconds, tp=float(tp),
-                                 dtype="fp16", bytes=float(tokens * d * 2)))
+                                 weight_dtype="fp16", bytes=float(tokens * d * 2)))
     return Conversion(path, _group(rows, lambda r: (),
                                    lambda: "LLMCompass A100 GPT-3 layer TP4 ops",
                                    LLMCOMPASS_SOURCE),
@@ -492,7 +554,8 @@ def gpu_matches(row_gpu: str, spec_name: str, gpu: GPU) -> bool:
 
 
 def to_measurements(rows: list[dict], dataset_names: list[str] | None = None) -> Measurements:
-    """Core arrays from calibration-format rows (models loaded by name or path)."""
+    """Core arrays from calibration-format rows (models loaded by name or path), with the
+    defaults of the module docstring for empty columns."""
     if not rows:
         raise SpecError("no measured rows to use")
     model_names = sorted({row["model"] for row in rows if row.get("model")})
@@ -506,11 +569,19 @@ def to_measurements(rows: list[dict], dataset_names: list[str] | None = None) ->
     prefill = column("prefill")
     prompts = np.array([float(row["prompts"]) if row.get("prompts") not in (None, "")
                         else float(prefill[i] > 0) for i, row in enumerate(rows)])
-    dtypes = [row.get("dtype") or "bf16" for row in rows]
+    rows = [_current_names(row) for row in rows]
+    dtypes = [row.get("weight_dtype") or "bf16" for row in rows]
     kv_dtypes = [row.get("kv_dtype") or ("fp16" if d == "fp16" else "bf16")
                  for d, row in zip(dtypes, rows, strict=True)]
+    kind = np.array([KINDS.index(row["kind"]) for row in rows])
+    weights = np.array([dtype_code(d) for d in dtypes])
+    compute = np.array([dtype_code(row["compute_dtype"]) if row.get("compute_dtype")
+                        else default for row, default in zip(
+                            rows, default_compute_dtypes(kind, weights), strict=True)])
+    experts = np.array([dtype_code(row["expert_dtype"]) if row.get("expert_dtype")
+                        else weight for row, weight in zip(rows, weights, strict=True)])
     return Measurements(
-        kind=np.array([KINDS.index(row["kind"]) for row in rows]),
+        kind=kind,
         model=np.array([model_names.index(row["model"]) if row.get("model") else -1
                         for row in rows]),
         models=models,
@@ -524,9 +595,16 @@ def to_measurements(rows: list[dict], dataset_names: list[str] | None = None) ->
         n=column("n"),
         k=column("k"),
         message_bytes=column("bytes"),
-        dtype=np.array([dtype_code(d) for d in dtypes]),
+        dtype=weights,
         kv_dtype=np.array([dtype_code(d) for d in kv_dtypes]),
         time_s=column("time_s"),
         dataset=np.array([datasets.index(row["dataset"]) for row in rows]),
         datasets=tuple(datasets),
+        compute_dtype=compute,
+        expert_dtype=experts,
+        isl=column("isl"),
+        osl=column("osl"),
+        concurrency=column("concurrency"),
+        request_rate=column("request_rate"),
+        num_prompts=column("num_prompts"),
     )

@@ -149,9 +149,9 @@ def test_calibration_csv_rows_are_checked(tmp_path: Path):
     path.write_text("kind,gpu,m,n,k,time_s,dtype\ngemm,h100-sxm,1,1024,1024,4e-6,bfloat16\n")
     conversion = read_calibration_csv(path)
     assert conversion.datasets[0].name == "m"
-    assert conversion.datasets[0].rows[0]["dtype"] == "bf16"
+    assert conversion.datasets[0].rows[0]["weight_dtype"] == "bf16"
 
 
 def test_kinds_are_the_documented_ones():
     assert KINDS == ("gemm", "attention_decode", "attention_prefill", "step", "allreduce",
-                     "copy")
+                     "copy", "e2e_ttft", "e2e_tpot", "e2e_itl")
