@@ -41,21 +41,36 @@ HALVES = ("all", "calibration")
 @click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
 def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, description,
               as_json):
-    """Fit the efficiency model (overheads, GEMM and attention efficiencies, all-reduce)
-    to measured kernel or step times by least squares on log time.
+    """Fit the efficiency model (overheads, GEMM and attention efficiencies per compute
+    dtype, fp8/fp4 activation quantisation, all-reduce) to measured kernel or step times
+    by least squares on log time.
+
+    Each row is priced in its own formats: matmuls at the peak of its compute dtype
+    (nvfp4 at the fp4 peak), routed experts in their dtype (gpt-oss: mxfp4). fp8 and fp4
+    GEMM rows fit their own parameters (fp8.gemm_mfu, ...; bf16 rows the base ones).
+    End-to-end rows (e2e_ttft, e2e_tpot, e2e_itl) are left out: they are fitted by
+    replay through the simulator. A fitted parameter that ends at a bound of its range
+    (efficiency 1 or 0, overhead 0) is flagged: the data want more than the form allows.
 
     Reports the fit quality per dataset (on the rows fitted) and writes a profile TOML
-    with the fitted [efficiency] table, the command that produced it and the sources.
+    with the fitted [efficiency] table (and [efficiency.fp8], ... for a dtype's own
+    values), the command that produced it and the sources.
 
     \b
     Examples:
+      # a kernel profile from GEMM, attention and all-reduce benchmarks
+      sweep calibrate --measured MEASURED_DIR --dataset aiconfigurator --gpu h100-sxm \\
+          --out h100-kernels.toml
+      # an engine profile on top of it: per-step and per-layer overheads from step rows
       sweep calibrate --measured MEASURED_DIR/splitwise-perf-model-a100-h100.csv \\
-          --gpu h100-sxm --dataset "TP4" --out h100-splitwise.toml
+          --gpu h100-sxm --dataset "TP4 decode" --base h100-kernels.toml \\
+          --fit step_overhead_s,layer_overhead_s --out h100-splitwise.toml
       sweep measure --gpu h100-sxm --out mine.csv
       sweep calibrate --measured mine.csv --gpu h100-sxm --out h100-mine.toml
     """
     from rooftui.core.assumptions import load_profile
     from rooftui.core.calibration import (
+        E2E_KINDS,
         error_summary,
         fit,
         informed_parameters,
@@ -69,21 +84,27 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
 
     spec = load_gpu(gpu)
     start = load_profile(base)
-    chosen, sources = [], {}
+    chosen, sources, end_to_end = [], {}, 0
     for conversion in read_measured_paths(list(measured)):
         for dataset in conversion.datasets:
             if datasets and not any(t.lower() in dataset.name.lower() for t in datasets):
                 continue
             rows = [row for row in dataset.rows
                     if (row["gpu"] == rows_gpu if rows_gpu else gpu_matches(row["gpu"], gpu, spec))]
+            end_to_end += sum(row["kind"] in E2E_KINDS for row in rows)
+            rows = [row for row in rows if row["kind"] not in E2E_KINDS]
             if rows:
                 chosen.extend(rows)
                 sources[dataset.name] = dataset.source
+    skipped = ([f"{end_to_end:,} end-to-end rows: e2e rows are fitted by replay through the "
+                "simulator, not by this closed-form fit"] if end_to_end else [])
     if not chosen:
         which = f"gpu {rows_gpu!r}" if rows_gpu else f"GPU {gpu}"
-        raise click.UsageError(f"no measured rows for {which}"
-                               + (f" in datasets matching {', '.join(datasets)}" if datasets
-                                  else "") + " (--rows-gpu picks rows by their gpu column)")
+        raise click.UsageError(
+            f"no kernel or step rows for {which}"
+            + (f" in datasets matching {', '.join(datasets)}" if datasets else "")
+            + (f" ({skipped[0]})" if skipped else "")
+            + " (--rows-gpu picks rows by their gpu column)")
     rows = to_measurements(chosen, sorted(sources))
     if half == "calibration":
         rows = rows.subset(split_halves(rows))
@@ -109,6 +130,8 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
                             "base": error_summary(before[members], rows.time_s[members]),
                             "fitted": error_summary(after[members], rows.time_s[members])})
     parameters = {"mbu": result.mbu, **result.efficiency.as_dict()}
+    for name in result.fitted:  # a dtype's own value equal to the base one still shows
+        parameters[name] = result.mbu if name == "mbu" else result.efficiency.value(name)
     command = _command(measured, gpu, rows_gpu, datasets, half, fit_names, base, out,
                        description)
     written = None
@@ -119,12 +142,16 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
     if as_json:
         click.echo(json_text({"gpu": gpu, "rows": len(rows), "half": half,
                                "fitted": list(result.fitted), "parameters": parameters,
+                               "at_bound": list(result.at_bound),
                                "rms_log_error": result.rms_log_error, "datasets": quality,
+                               "skipped": skipped,
                                "profile": str(written) if written else None,
                                "command": command},
                               {"profile": "no --out given"}))
         return
     click.echo(render_fit(result, quality, base, len(rows), gpu))
+    for line in skipped:
+        click.echo(f"left out: {line}")
     if written:
         click.echo(f"\nprofile: {written}  (use it as --profile {written})")
 
@@ -159,10 +186,15 @@ def render_fit(result, quality, base, rows, gpu) -> str:
     lines = [f"fitted {len(result.fitted)} parameters to {rows:,} rows on {gpu} "
              f"(rms log error {result.rms_log_error:.3f}, {result.iterations} iterations)", ""]
     for name in result.fitted:
-        value = result.mbu if name == "mbu" else getattr(result.efficiency, name)
-        unit, meaning = (PARAMETERS[name][1:] if name in PARAMETERS
+        value = result.mbu if name == "mbu" else result.efficiency.value(name)
+        parameter = name.rpartition(".")[2]  # fp8.gemm_mfu means what gemm_mfu means
+        unit, meaning = (PARAMETERS[parameter][1:] if parameter in PARAMETERS
                          else ("", "fraction of bandwidth a plain copy reaches"))
-        lines.append(f"  {name:<24} {value:>12.4g} {unit:<7} {meaning}")
+        flag = "  AT BOUND" if name in result.at_bound else ""
+        lines.append(f"  {name:<28} {value:>12.4g} {unit:<7} {meaning}{flag}")
+    if result.at_bound:
+        lines += ["", f"  at a bound of its range: {', '.join(result.at_bound)} (the data "
+                      "pull it past what the model allows: read its fit with care)"]
     width = max(len(q["dataset"]) for q in quality)
     lines += ["", f"  {'dataset':<{width}} {'rows':>6}  {'MAPE ' + base:>16}  {'MAPE fitted':>12}"
               f"  {'bias fitted':>12}"]
@@ -208,13 +240,19 @@ def write_profile(path: Path, *, start, fitted, gpu, command, sources, rows, hal
              f"kv_write = {_toml_value(start.kv_write)}",
              f"memory_reserve_gb = {start.memory_reserve_gb!r}",
              "", "[efficiency]"]
-    lines += [f"{name} = {value!r}" for name, value in fitted.efficiency.as_dict().items()]
+    values = fitted.efficiency.as_dict()
+    lines += [f"{name} = {value!r}" for name, value in values.items() if "." not in name]
+    for table in dict.fromkeys(name.partition(".")[0] for name in values if "." in name):
+        lines += ["", f"[efficiency.{table}]"]
+        lines += [f"{name.partition('.')[2]} = {value!r}" for name, value in values.items()
+                  if name.startswith(f"{table}.")]
     lines += ["", "[calibration]",
               f"gpu = {_toml_value(gpu)}",
               f"command = {_toml_value(command)}",
               f"rows = {rows}",
               f"half = {_toml_value(half)}",
               f"fitted = {_toml_value(list(fitted.fitted))}",
+              f"at_bound = {_toml_value(list(fitted.at_bound))}",
               f"rms_log_error = {round(fitted.rms_log_error, 4)!r}",
               "", "[sources]"]
     lines += [f"{_toml_value(name)} = {_toml_value(source)}"
