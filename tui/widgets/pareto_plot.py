@@ -51,3 +51,4 @@ class ParetoPlot(LabelledPlot):
             plot.scatter(bx, by, marker="*", marker_style=BEST, hires_mode=None)
             legend.append(f"[{BEST}]*[/] best: B {best.max_batch:,}, T {best.token_budget:,}")
         self.set_legend("  ".join(legend))
+        plot.paint_now()

@@ -4,7 +4,8 @@ instead of a floating box that would hide data in an 80×24 terminal."""
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 from rich.style import Style
 from rich.text import Text
@@ -27,9 +28,32 @@ HIRES_MODES = {"halfblock": HiResMode.HALFBLOCK, "braille": HiResMode.BRAILLE,
 class _Canvas(Canvas):
     """textual-hires-canvas's Canvas, with its widget style worked out once per paint
     rather than once per line (it walks the ancestors' backgrounds: most of a frame's
-    time in a plot)."""
+    time in a plot), and a redraw that repaints only the lines it changed."""
 
     _paint_style: Style | None = None
+
+    @contextmanager
+    def repaint_changed_lines(self) -> Iterator[None]:
+        """Draw within: the lines that come out as they were are not repainted (a
+        change of batch moves the markers and the curves, rarely the ticks and labels;
+        each repainted line costs the compositor its styling and cutting)."""
+        chars, styles = [line[:] for line in self._buffer], [line[:] for line in self._styles]
+        self._refreshes_pending += 1
+        try:
+            yield
+        finally:
+            self._refreshes_pending -= 1
+        if self._refreshes_pending:  # within a batch, which refreshes the whole canvas
+            return
+        if len(chars) != len(self._buffer):  # resized while drawing
+            self.refresh()
+            return
+        width = self._canvas_size.width
+        changed = [Region(0, y, width, 1) for y, (old_chars, old_styles)
+                   in enumerate(zip(chars, styles))
+                   if old_chars != self._buffer[y] or old_styles != self._styles[y]]
+        if changed:
+            self.refresh(*changed)
 
     @property
     def rich_style(self) -> Style:
@@ -54,6 +78,8 @@ class CellPlot(PlotWidget, can_focus=False):
     CellPlot > .plot--label { color: $text-muted; text-style: italic; }
     """
 
+    _paint_scheduled = False  # a `paint_now` is on its way
+
     def compose(self) -> ComposeResult:
         # PlotWidget's own layout, with the faster canvas
         with Grid():
@@ -71,15 +97,30 @@ class CellPlot(PlotWidget, can_focus=False):
         """Draw the datasets onto the canvases now. textual-plot draws them while a frame
         is composed, which leaves the canvases themselves for the frame after: painting
         here puts the whole change in one frame. A hidden plot waits until shown."""
-        if self._needs_rerender and self.region.area:
-            self.render()
+        self._paint_scheduled = False
+        if self._needs_rerender:
+            if self.region.area:
+                self.render()
+            else:
+                self.refresh()  # drawn when shown
+
+    def _rerender(self) -> None:
+        # textual-plot repaints the whole widget for every change of its data (clear,
+        # plot, limits, labels: a dozen per figure), though it is covered by its
+        # canvases, which repaint themselves when drawn. Drawing waits for `paint_now`,
+        # once per figure (called by the figure's owner, or else once its message is
+        # handled).
+        self._needs_rerender = True
+        if not self._paint_scheduled:
+            self._paint_scheduled = True
+            self.call_later(self.paint_now)
 
     def _render_plot(self) -> None:
         # textual-plot refreshes a canvas for every cell it sets (thousands per frame);
-        # one refresh per canvas when the frame is drawn is all that is needed
+        # one refresh per canvas, of the lines that changed, is all that is needed
         with ExitStack() as stack:
-            for canvas in self.query(Canvas):
-                stack.enter_context(canvas.batch_refresh())
+            for canvas in self.query(_Canvas):
+                stack.enter_context(canvas.repaint_changed_lines())
             super()._render_plot()
             # textual-plot draws vertical lines over the datasets: character markers
             # (a part, the current batch) go on top again, or a marker on a line is lost
