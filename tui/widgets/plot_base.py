@@ -50,7 +50,7 @@ class _Canvas(Canvas):
             return
         width = self._canvas_size.width
         changed = [Region(0, y, width, 1) for y, (old_chars, old_styles)
-                   in enumerate(zip(chars, styles))
+                   in enumerate(zip(chars, styles, strict=True))
                    if old_chars != self._buffer[y] or old_styles != self._styles[y]]
         if changed:
             self.refresh(*changed)
