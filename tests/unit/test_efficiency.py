@@ -12,7 +12,11 @@ from hypothesis import strategies as st
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.calibration import KINDS, Measurements, predict, row_costs
 from rooftui.core.efficiency import (
+    COMPUTE_TABLES,
+    GEMM_PARAMETERS,
     PARAMETERS,
+    QUANTISING_TABLES,
+    DtypeEfficiency,
     Efficiency,
     attention_times,
     efficiency_from_dict,
@@ -28,15 +32,26 @@ from rooftui.core.tables import dtype_code
 H100 = load_gpu("h100-sxm")
 
 
+def _value(name: str):
+    kind = PARAMETERS[name][0]
+    if kind == "fraction":
+        return st.floats(min_value=1e-3, max_value=1.0)
+    return st.floats(min_value=0.0, max_value=1e4 if "half" in name or "bytes" in name
+                     else 0.1)
+
+
+def _dtype_table(table: str):
+    """A compute dtype's own GEMM values, each one given or not (None: the base's)."""
+    names = [n for n in GEMM_PARAMETERS
+             if n != "activation_quant_bytes" or table in QUANTISING_TABLES]
+    return st.builds(DtypeEfficiency, **{n: st.none() | _value(n) for n in names})
+
+
 def efficiencies():
-    """Any valid efficiency: fractions in (0, 1], amounts >= 0."""
-    values = {}
-    for name, (kind, _, _) in PARAMETERS.items():
-        if kind == "fraction":
-            values[name] = st.floats(min_value=1e-3, max_value=1.0)
-        else:
-            values[name] = st.floats(min_value=0.0, max_value=1e4 if "half" in name else 0.1)
-    return st.builds(Efficiency, **values)
+    """Any valid efficiency: fractions in (0, 1], amounts >= 0, with any dtype tables."""
+    values = {name: _value(name) for name in PARAMETERS}
+    tables = {table: _dtype_table(table) for table in COMPUTE_TABLES}
+    return st.builds(Efficiency, **values, **tables)
 
 
 def test_defaults_are_the_ideal_roofline():
@@ -73,6 +88,41 @@ def test_profile_table_is_checked_and_names_the_file():
         efficiency_from_dict({"gemm_mbu": "fast"}, "p.toml")
 
 
+def test_dtype_tables_are_parsed_and_checked():
+    efficiency = efficiency_from_dict({"gemm_mfu": 0.8, "fp8": {"gemm_mfu": 0.6,
+                                                                "activation_quant_bytes": 4}},
+                                      "p.toml")
+    assert efficiency.value("fp8.gemm_mfu") == 0.6
+    assert efficiency.value("fp4.gemm_mfu") == 0.8  # none of its own: the base
+    assert efficiency.as_dict()["fp8.activation_quant_bytes"] == 4
+    assert "fp4.gemm_mfu" not in efficiency.as_dict()
+    with pytest.raises(SpecError, match=r"p.toml \[efficiency.fp8\].*gemm_mfuu"):
+        efficiency_from_dict({"fp8": {"gemm_mfuu": 0.6}}, "p.toml")
+    with pytest.raises(SpecError, match=r"p.toml \[efficiency.bf16\].*activation_quant"):
+        efficiency_from_dict({"bf16": {"activation_quant_bytes": 3}}, "p.toml")
+    with pytest.raises(SpecError, match=r"p.toml \[efficiency\].*fp8.gemm_mbu|gemm_mbu"):
+        efficiency_from_dict({"fp8": {"gemm_mbu": 1.5}}, "p.toml")
+    with pytest.raises(SpecError, match=r"\[efficiency\].*unknown key 'fp6'"):
+        efficiency_from_dict({"fp6": {"gemm_mfu": 0.5}}, "p.toml")
+    with pytest.raises(SpecError, match=r"\[efficiency.fp8\] must be a table"):
+        efficiency_from_dict({"fp8": 0.5}, "p.toml")
+
+
+def test_each_compute_dtype_gets_its_own_gemm_values_else_the_base():
+    efficiency = Efficiency(gemm_mfu=0.8, kernel_overhead_s=4e-6, activation_quant_bytes=2.0,
+                            fp8=DtypeEfficiency(gemm_mfu=0.6, kernel_overhead_s=1.3e-5),
+                            fp4=DtypeEfficiency(activation_quant_bytes=5.0))
+    names = ("bf16", "fp16", "fp32", "fp8", "int8", "fp4")
+    chosen = efficiency.for_compute_dtypes(np.array([dtype_code(n) for n in names]))
+    np.testing.assert_array_equal(chosen.gemm_mfu, [0.8, 0.8, 0.8, 0.6, 0.6, 0.8])
+    np.testing.assert_array_equal(chosen.kernel_overhead_s,
+                                  [4e-6, 4e-6, 4e-6, 1.3e-5, 1.3e-5, 4e-6])
+    # only 8- and 4-bit GEMMs quantise their activations
+    np.testing.assert_array_equal(chosen.activation_quant_bytes, [0, 0, 0, 2.0, 2.0, 5.0])
+    assert chosen.attention_mbu == efficiency.attention_mbu
+    assert Efficiency().with_values(efficiency.as_dict()) == efficiency
+
+
 def test_gemm_compute_efficiency_is_half_at_m_half():
     efficiency = Efficiency(gemm_mfu=0.8, gemm_m_half=64)
     params, m = 4096 * 4096, 64
@@ -95,21 +145,26 @@ def test_attention_bandwidth_efficiency_rises_with_context():
 
 
 def _rows() -> Measurements:
-    """One row of each kind the step model predicts, on Llama-3-8B."""
-    count = 6
-    kind = np.array([KINDS.index(k) for k in
-                     ("gemm", "attention_decode", "attention_prefill", "step", "allreduce",
-                      "copy")])
+    """One row of each kind the step model predicts, on Llama-3-8B, and GEMMs and steps
+    in fp8 (the last three rows: a GEMM, an fp8 step, and an fp8 GEMM at large M)."""
+    kinds = ("gemm", "attention_decode", "attention_prefill", "step", "allreduce", "copy",
+             "gemm", "step", "gemm")
+    count = len(kinds)
     zeros = np.zeros(count)
+    bf16, fp8 = dtype_code("bf16"), dtype_code("fp8")
     return Measurements(
-        kind=kind, model=np.array([-1, 0, 0, 0, -1, -1]), models=(load_model("llama-3-8b"),),
-        tp=np.array([1, 1, 2, 2, 4, 1.0]), batch=np.array([0, 32, 0, 16, 0, 0.0]),
-        context=np.array([0, 2048, 0, 1024, 0, 0.0]), prefill=np.array([0, 0, 512, 256, 0, 0.0]),
-        prefill_context=zeros, prompts=np.array([0, 0, 4, 1, 0, 0.0]),
-        m=np.array([64, 0, 0, 0, 0, 0.0]), n=np.array([4096, 0, 0, 0, 0, 0.0]),
-        k=np.array([14336, 0, 0, 0, 0, 0.0]),
-        message_bytes=np.array([0, 0, 0, 0, 2e6, 1e8]),
-        dtype=np.full(count, dtype_code("bf16")), kv_dtype=np.full(count, dtype_code("bf16")),
+        kind=np.array([KINDS.index(k) for k in kinds]),
+        model=np.array([-1, 0, 0, 0, -1, -1, -1, 0, -1]), models=(load_model("llama-3-8b"),),
+        tp=np.array([1, 1, 2, 2, 4, 1, 1, 1, 1.0]),
+        batch=np.array([0, 32, 0, 16, 0, 0, 0, 64, 0.0]),
+        context=np.array([0, 2048, 0, 1024, 0, 0, 0, 512, 0.0]),
+        prefill=np.array([0, 0, 512, 256, 0, 0, 0, 1024, 0.0]),
+        prefill_context=zeros, prompts=np.array([0, 0, 4, 1, 0, 0, 0, 1, 0.0]),
+        m=np.array([64, 0, 0, 0, 0, 0, 8, 0, 16384.0]),
+        n=np.array([4096, 0, 0, 0, 0, 0, 4096, 0, 1024.0]),
+        k=np.array([14336, 0, 0, 0, 0, 0, 4096, 0, 8192.0]),
+        message_bytes=np.array([0, 0, 0, 0, 2e6, 1e8, 0, 0, 0.0]),
+        dtype=np.array([bf16] * 6 + [fp8] * 3), kv_dtype=np.full(count, bf16),
         time_s=np.ones(count), dataset=np.zeros(count, dtype=int), datasets=("test",))
 
 
