@@ -32,6 +32,7 @@ COMMANDS = {
     "measure": "measure:measure",
     "disagg": "disagg:disagg",
     "size": "size:size",
+    "replay": "replay:replay",
 }
 
 

@@ -1,0 +1,293 @@
+"""`sweep replay`: predict measured serving benchmarks by simulating them, and fit an
+engine profile from them (sweeps/end_to_end.py)."""
+
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from rooftui.core import units
+from rooftui.core.errors import SpecError
+from rooftui.sweeps.cli.options import DTYPE, JSON_NULLS, Number, json_text
+
+FORMATS = ("vllm", "sglang", "guidellm", "genai-perf", "aiperf")  # bench_results.FORMATS
+ENGINE_NAMES = ("vllm", "sglang", "trtllm")  # end_to_end.ENGINES
+MEASURED_ENGINES = (*ENGINE_NAMES, "splitwise")
+LEVEL = 0.8
+
+
+@click.command("replay")
+@click.argument("result_files", nargs=-1, metavar="RESULT_FILE...")
+@click.option("--model", metavar="NAME|PATH",
+              help="Model the runs served: shipped name, model TOML or config.json "
+                   "(required with RESULT_FILE).")
+@click.option("--gpu", metavar="NAME|PATH", help="GPU of each replica (required with "
+                                                  "RESULT_FILE).")
+@click.option("--tp", type=Number("tp"), default=1, show_default=True, metavar="N",
+              help="Tensor parallelism of each replica.")
+@click.option("--weight-dtype", type=DTYPE, help="Weight format [default: the model's].")
+@click.option("--engine", type=click.Choice(MEASURED_ENGINES),
+              help="Engine whose scheduler defaults apply [default: the file's, else vllm]; "
+                   "with --measured-dir, replay only its runs.")
+@click.option("--profile", default="h100-trtllm", show_default=True, metavar="NAME|PATH",
+              help="Profile to predict with, and the kernel profile --fit adds overheads to.")
+@click.option("--format", "file_format", type=click.Choice(FORMATS),
+              help="Result file format [default: detected from the content].")
+@click.option("--policy", type=click.Choice(["chunked", "continuous", "static"]),
+              default="chunked", show_default=True, help="Batching policy simulated.")
+@click.option("--max-batch", type=Number("max_batch"), metavar="N",
+              help="Sequences in flight at most [default: the engine's: vllm/sglang 1024, "
+                   "trtllm 2048].")
+@click.option("--token-budget", type=Number("token_budget"), metavar="TOKENS",
+              help="Tokens per step [default: the engine's, 8192].")
+@click.option("--measured-dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Replay the published end-to-end datasets in DIR (MEASURED_DIR: the "
+                   "ai-dynamo/aiconfigurator silicon runs and Mutinifni/splitwise-sim's "
+                   "static batches) instead of RESULT_FILEs.")
+@click.option("--fit", is_flag=True,
+              help="Fit the engine's per-step/per-layer/per-all-reduce overheads on top of "
+                   "--profile. With --measured-dir: leave-one-group-out per engine.")
+@click.option("--out", type=click.Path(dir_okay=True), metavar="PATH",
+              help="--fit: the profile TOML to write; with --measured-dir a folder, "
+                   "receiving <gpu>-<engine>.toml for each GPU and engine with data.")
+@click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
+def replay(result_files, model, gpu, tp, weight_dtype, engine, profile, file_format, policy,
+           max_batch, token_budget, measured_dir, fit, out, as_json):
+    """Predict benchmark runs by simulating them; compare TTFT, TPOT, ITL and throughput.
+
+    Reads the result files of `vllm bench serve --save-result`, SGLang's `bench_serving
+    --output-file`, GuideLLM's report JSON and genai-perf / AIPerf profile exports, and
+    replays each run through the simulator with its own requests, lengths and arrivals
+    (a client concurrency is a closed loop, a request rate a Poisson process) and the
+    engine's scheduler defaults. Errors are predicted / measured - 1. --fit re-fits an
+    engine's overheads to your own engine version from one short benchmark.
+
+    \b
+    Examples:
+      sweep replay result.json --model llama-3.1-8b --gpu h100-sxm
+      sweep replay runs.jsonl --model llama-3-70b --gpu h200 --tp 4 --weight-dtype fp8
+      sweep replay result.json --model llama-3.1-8b --gpu h100-sxm --fit --out mine.toml
+      sweep replay --measured-dir MEASURED_DIR --fit --out specs/profiles/
+    """
+    from rooftui.core.assumptions import load_profile
+
+    base = load_profile(profile)
+    if measured_dir:
+        if result_files:
+            raise click.UsageError("give RESULT_FILEs or --measured-dir, not both")
+        report = _measured(Path(measured_dir), engine, base, profile, fit, out)
+    else:
+        if not result_files:
+            raise click.UsageError("give at least one RESULT_FILE (or --measured-dir DIR)")
+        if not model or not gpu:
+            raise click.UsageError("--model and --gpu are needed: result files do not "
+                                   "say what hardware the runs were served on")
+        if out and not fit:
+            raise click.UsageError("--out writes the profile --fit makes: add --fit")
+        report = _files(result_files, file_format, model, gpu, tp, weight_dtype, engine,
+                        base, policy, max_batch, token_budget, fit, out, profile)
+    click.echo(json_text(report, NULL_REASONS) if as_json else render(report))
+
+
+NULL_REASONS = {
+    "errors": "the file has no measured mean of that metric",
+}
+
+
+def _command() -> str:
+    return "sweep replay " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+
+
+def _row(replay) -> dict:
+    return {**replay.run.summary(), "target": vars(replay.target).copy(),
+            "predicted": replay.predicted, "errors": replay.errors()}
+
+
+def _files(paths, file_format, model, gpu, tp, weight_dtype, engine, base, policy,
+           max_batch, token_budget, fit, out, profile) -> dict:
+    from rooftui.sweeps import end_to_end
+    from rooftui.sweeps.bench_results import read_benchmark
+
+    runs = [run for path in paths for run in read_benchmark(path, file_format)]
+    engines = {engine or run.engine for run in runs}
+    targets = [end_to_end.Target(model, gpu, int(tp), weight_dtype,
+                                 engine or (run.engine if run.engine in ENGINE_NAMES
+                                            else None)) for run in runs]
+    scheduling = end_to_end.Scheduling(policy=policy, max_batch=max_batch,
+                                       token_budget=token_budget)
+    replays = end_to_end.replay_runs(runs, targets, base, scheduling)
+    report = {"profile": base.name, "runs": [_row(r) for r in replays]}
+    if fit:
+        efficiency, summary = end_to_end.fit_engine_profile(runs, base, targets, scheduling)
+        report["fit"] = {key: value for key, value in summary.items() if key != "replays"}
+        report["fit"]["runs_after"] = [_row(r) for r in summary["replays"]]
+        if out:
+            label = "/".join(sorted(e for e in engines if e)) or "engine"
+            text = end_to_end.engine_profile_text(
+                base, efficiency, command=_command(),
+                description=f"{label} overheads fitted end to end on {len(runs)} run(s) of "
+                            f"{model} on {gpu} (TP {tp}), on top of {profile}",
+                calibration={"gpu": gpu, "kind": "end_to_end", "base": profile,
+                             "rows": len(runs), "fitted": summary["fitted"],
+                             "at_bound": summary["at_bound"]})
+            report["fit"]["wrote"] = str(end_to_end.write_engine_profile(Path(out), text))
+    return report
+
+
+def _measured(folder, engine, base, profile, fit, out) -> dict:
+    from rooftui.sweeps import end_to_end
+
+    runs, targets, scheduling, notes = end_to_end.measured_runs(folder, engine)
+    click.echo(f"replaying {len(runs)} runs ...", err=True)
+    replays = end_to_end.replay_runs(runs, targets, base, scheduling)
+    engines = sorted({t.engine for t in targets})
+    report = {"profile": base.name, "notes": notes, "runs": len(runs),
+              "groups": _group_rows(replays)}
+    if not fit:
+        return report
+    if out and not Path(out).is_dir() and Path(out).exists():
+        raise SpecError(f"--out {out}: with --measured-dir, a folder for the profiles")
+    report["held_out"], report["profiles"] = [], []
+    for engine in engines:
+        mine = [r for r in replays if r.target.engine == engine]
+        policy = "static" if engine == "splitwise" else "chunked"
+
+        def again(previous, assumptions, policy=policy):
+            return end_to_end.replay_run(previous.run, previous.target, assumptions,
+                                         end_to_end.Scheduling(policy=policy))
+
+        held = end_to_end.leave_one_group_out(mine, base, again)
+        bounds = {kind: end_to_end.interval_bounds(held.ratios[kind], LEVEL)
+                  for kind in ("ttft", "tpot")}
+        for key, group in held.groups.items():
+            report["held_out"].append({"engine": key[0], "gpu": key[1], "model": key[2],
+                                       **group, "overheads": group["overheads"].tolist()})
+        full = end_to_end.fit_overheads(mine, base, replay=again)
+        entry = {"engine": engine, "overheads_s": full.overheads.tolist(),
+                 "fitted": full.fitted, "at_bound": full.at_bound,
+                 "interval": {kind: list(b) for kind, b in bounds.items()},
+                 "groups": len(held.groups)}
+        if out and engine in ENGINE_NAMES:
+            entry["wrote"] = _write_measured_profiles(Path(out), base, profile, engine, mine,
+                                                      full, bounds, len(held.groups), folder)
+        report["profiles"].append(entry)
+    return report
+
+
+PROFILE_GPUS = {"h100-sxm": "h100-sxm", "h200": "h200"}  # GPU key -> profile name prefix
+
+
+def _write_measured_profiles(folder, base, profile, engine, replays, full, bounds, groups,
+                             measured) -> list[str]:
+    from rooftui.sweeps import end_to_end
+
+    written = []
+    dataset = end_to_end.SILICON_FILE
+    for gpu in sorted({r.target.gpu for r in replays}):
+        models = sorted({r.target.model for r in replays if r.target.gpu == gpu})
+        name = f"{PROFILE_GPUS.get(gpu, gpu)}-{engine}.toml"
+        command = (f"sweep replay --measured-dir MEASURED_DIR --profile {profile} --fit "
+                   f"--out {folder}/")
+        text = end_to_end.engine_profile_text(
+            base, end_to_end.with_overheads(base, full.overheads).efficiency,
+            command=command,
+            description=f"{engine} on {gpu}: {profile}'s kernels plus {engine}'s step, layer "
+                        "and all-reduce overheads, fitted end to end on "
+                        f"{len(replays)} runs ({', '.join(models)} on this GPU)",
+            calibration={"gpu": gpu, "kind": "end_to_end", "engine": engine, "base": profile,
+                         "rows": len(replays), "fitted": full.fitted,
+                         "at_bound": full.at_bound, "dataset": dataset},
+            interval={"level": LEVEL, "ratios": bounds,
+                      "held_out": f"leave-one-group-out over {groups} (engine, GPU, model) "
+                                  f"groups of {dataset}"},
+            sources={dataset: "ai-dynamo/aiconfigurator@095f58a silicon_sample.csv"})
+        written.append(str(end_to_end.write_engine_profile(folder / name, text)))
+    return written
+
+
+def _group_rows(replays) -> list[dict]:
+    from rooftui.sweeps import end_to_end
+
+    rows = []
+    for key in sorted({end_to_end.group_key(r) for r in replays}):
+        mine = [r for r in replays if end_to_end.group_key(r) == key]
+        rows.append({"engine": key[0], "gpu": key[1], "model": key[2], "runs": len(mine),
+                     "mape_ttft": end_to_end.mape(mine, "ttft"),
+                     "mape_tpot": end_to_end.mape(mine, "tpot")})
+    return rows
+
+
+def _percent(value) -> str:
+    return "—" if value is None or not math.isfinite(value) else f"{100 * value:+.1f} %"
+
+
+def _mape(value) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
+
+
+def render(report: dict) -> str:
+    lines = [f"profile {report['profile']}"]
+    if "groups" in report:
+        lines += [f"{report['runs']} runs replayed", *(f"  note: {n}" for n in report["notes"]),
+                  "", f"  {'engine':<10}{'GPU':<10}{'model':<14}{'runs':>6}"
+                      f"{'TTFT MAPE':>12}{'TPOT MAPE':>12}"]
+        lines += [f"  {g['engine']:<10}{g['gpu']:<10}{g['model']:<14}{g['runs']:>6}"
+                  f"{_mape(g['mape_ttft']):>12}{_mape(g['mape_tpot']):>12}"
+                  for g in report["groups"]]
+    else:
+        lines += ["", f"  {'run':<34}{'load':>10}{'TTFT':>22}{'TPOT':>22}{'tok/s':>22}"]
+        for row in report["runs"]:
+            lines.append(_run_line(row))
+    if report.get("held_out"):
+        lines += ["", "held out (fitted on the engine's other groups):",
+                  f"  {'engine':<10}{'GPU':<10}{'model':<14}{'runs':>6}"
+                  f"{'TTFT MAPE':>12}{'TPOT MAPE':>12}{'TPOT bias':>12}"]
+        lines += [f"  {g['engine']:<10}{g['gpu']:<10}{g['model']:<14}{g['runs']:>6}"
+                  f"{_mape(g['mape_ttft']):>12}{_mape(g['mape_tpot']):>12}"
+                  f"{_percent(g['bias_tpot']):>12}" for g in report["held_out"]]
+        for entry in report["profiles"]:
+            step, layer, allreduce = entry["overheads_s"]
+            lines.append(f"  {entry['engine']}: step {units.seconds(step)}, layer "
+                         f"{units.seconds(layer)}, all-reduce {units.seconds(allreduce)}"
+                         + (f" (at bound: {', '.join(entry['at_bound'])})"
+                            if entry["at_bound"] else "")
+                         + f"; 80 % interval TTFT {entry['interval']['ttft']}, "
+                           f"TPOT {entry['interval']['tpot']}")
+            lines += [f"    wrote {path}" for path in entry.get("wrote", [])]
+    if "fit" in report:
+        f = report["fit"]
+        lines += ["", "fitted: " + ", ".join(f"{k} {units.seconds(v)}"
+                                             for k, v in f["overheads_s"].items()
+                                             if k in f["fitted"])
+                  + (f" (at bound: {', '.join(f['at_bound'])})" if f["at_bound"] else ""),
+                  f"  in-sample MAPE: TTFT {_mape(f['mape_ttft'])}, TPOT {_mape(f['mape_tpot'])}"]
+        lines += [_run_line(row) for row in f["runs_after"]]
+        if "wrote" in f:
+            lines.append(f"  wrote {f['wrote']}")
+    return "\n".join(lines)
+
+
+def _run_line(row: dict) -> str:
+    load = (f"c={row['concurrency']}" if row["concurrency"] else
+            f"{row['request_rate']:g} req/s" if row["request_rate"] else "all at 0")
+    cells = []
+    for key, measured in (("ttft", row["ttft_s"]["mean"]), ("tpot", row["tpot_s"]["mean"])):
+        predicted = row["predicted"][f"{key}_s"]["mean"]
+        cells.append(f"{_seconds(measured):>9}→{_seconds(predicted):<9}"
+                     f"{_percent(row['errors'][key]):>4}")
+    throughput = row["output_throughput_tokens_per_s"]
+    cells.append(f"{_count(throughput):>9}→{_count(row['predicted']['output_throughput']):<9}"
+                 f"{_percent(row['errors']['output_throughput']):>4}")
+    return f"  {row['source'][-34:]:<34}{load:>10}  " + "".join(f"{c:>22}" for c in cells)
+
+
+def _seconds(value) -> str:
+    return "—" if value is None else units.seconds(value)
+
+
+def _count(value) -> str:
+    return "—" if value is None else f"{value:,.0f}"

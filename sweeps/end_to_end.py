@@ -1,0 +1,639 @@
+"""End to end: predict a measured serving run by simulating it, and fit an engine's
+overheads by replaying runs.
+
+A run (`sweeps.bench_results.Run`) is replayed through the serving simulator
+(`core.scheduler.simulate`, as `sweep simulate` calls it) with the run's own workload:
+the same number of requests, their per-request lengths where the file has them (else the
+mean lengths, fixed), and its arrivals: a client concurrency C is a closed loop (C
+requests at t = 0, each later request sent the moment an earlier one finishes: sessions
+of zero think time), a request rate is a Poisson process (seed 0), neither is every
+request at t = 0. The engine's scheduler is the chunked policy with the engine's defaults
+(`ENGINES`) unless given. Predicted and measured TTFT, TPOT, ITL and throughput are
+compared per run.
+
+Fitting (`fit_overheads`). An engine adds a fixed time to every step (`step_overhead_s`,
+`layer_overhead_s` per layer, `allreduce_overhead_s` per all-reduce), so a run's steps
+each gain c = s + layers * l + collectives * a. Under a closed loop the schedule (which
+sequences share which step) does not depend on step times, so every request's TTFT and
+TPOT are affine in c, with slopes the simulator gives: the steps between its arrival and
+its first token, and between its first and last token over its output tokens minus one.
+One replay at the base profile thus gives each run's prediction at any overheads; the
+fit is a bounded derivative-free pattern search over 1-3 parameters (each >= 0, flagged
+at a bound) on the log errors of mean TTFT and TPOT, every group weighted equally. Open
+arrivals make the slopes local: the fit then replays at the fitted values and fits
+again until they settle. Every figure reported comes from a replay at the fitted values,
+not from the affine surrogate.
+
+Published end-to-end data (`measured_runs`):
+- `aiconfigurator-silicon-e2e-dense-h100-h200.csv`: 778 runs of TRT-LLM, vLLM and SGLang
+  on H100/H200, fixed ISL/OSL, client concurrency = batch_size; replayed with
+  `SILICON_WAVES` x concurrency requests (the count is not recorded). Overloaded runs
+  (30-60 s TTFT) are kept: the simulator queues them too.
+- Splitwise (`splitwise-perf-model-a100-h100.csv`): static batches of B requests, one
+  prefill step then decode (`prompt_time` is TTFT, `token_time` TPOT); replayed with the
+  static policy; the derived `h100-80gb-pcap` rows and the suspect TP2 batch-64 rows are
+  left out (SOURCES.md).
+Not replayed, and why:
+- MLPerf v4.0 Llama-2-70B Server/Offline: the file gives tokens/s under latency limits
+  but not the request rate or lengths the scheduler ran (OpenOrca's per-sample lengths
+  are not in it), so a replay would be fitted to the figure it predicts;
+- TensorRT-LLM perf tables: static-batch and max-throughput figures of whole runs
+  without the batch composition over time (v1.0 max-throughput batches "whatever fits");
+  the static-batch rows are Llama-1/2, GPT-J and Falcon checkpoints of which only
+  Llama-2 has a shipped spec, on FP8 engines of 2023 (v0.5/v0.6) — a different engine
+  generation from every profile here; left for a later pass.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from rooftui.core.assumptions import Assumptions
+from rooftui.core.efficiency import Efficiency
+from rooftui.core.errors import SpecError
+from rooftui.core.hardware import load_gpu
+from rooftui.core.model import Model, load_model, model_from_config
+from rooftui.core.point import PointConfig, evaluate_point
+from rooftui.core.scheduler import SchedulerConfig, simulate, summarize
+from rooftui.core.sessions import SessionRequests
+from rooftui.core.workloads import Requests
+from rooftui.sweeps.bench_results import Run, Stat
+from rooftui.sweeps.measured import _read as _csv_rows  # one CSV reader, one error line
+
+OVERHEADS = ("step_overhead_s", "layer_overhead_s", "allreduce_overhead_s")
+# the search's upper bounds (s): far above any engine seen (2-8 ms a step, ~0.3 ms a layer)
+OVERHEAD_CEILINGS = {"step_overhead_s": 0.1, "layer_overhead_s": 2e-3,
+                     "allreduce_overhead_s": 1e-3}
+SILICON_WAVES = 4  # requests per client slot in a silicon run (not recorded)
+SILICON_FILE = "aiconfigurator-silicon-e2e-dense-h100-h200.csv"
+SPLITWISE_FILE = "splitwise-perf-model-a100-h100.csv"
+
+
+@dataclass(frozen=True)
+class EngineDefaults:
+    """How an engine schedules by default: the simulator's settings for it."""
+
+    max_batch: int
+    token_budget: int
+    kv_admission: str
+    memory_fraction: float  # of each GPU's memory for weights and KV
+    why: str
+
+
+ENGINES = {
+    "vllm": EngineDefaults(1024, 8192, "paged", 0.9,
+                           "vLLM V1 on 80+ GB GPUs: max_num_seqs 1024, max_num_batched_tokens "
+                           "8192 (API server), gpu_memory_utilization 0.9, paged KV with "
+                           "preemption"),
+    "sglang": EngineDefaults(1024, 8192, "paged", 0.88,
+                             "SGLang: chunked_prefill_size 8192, mem_fraction_static ~0.88, "
+                             "running requests bounded by the KV pool"),
+    "trtllm": EngineDefaults(2048, 8192, "reserve", 0.9,
+                             "TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens "
+                             "8192, free_gpu_memory_fraction 0.9, GUARANTEED_NO_EVICT "
+                             "(whole sequences reserved)"),
+}
+DEFAULT_ENGINE = "vllm"  # an engine not named, or not listed
+
+# models of the published runs without a shipped spec: their Hugging Face config.json
+# fields (a shipped spec must also be in the reference tables the spec tests read)
+UNSHIPPED_MODELS = {
+    "qwen3-32b": {  # https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json
+        "model_type": "qwen3", "hidden_size": 5120, "num_hidden_layers": 64,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+        "intermediate_size": 25600, "vocab_size": 151936, "tie_word_embeddings": False,
+        "max_position_embeddings": 40960, "torch_dtype": "bfloat16"},
+}
+
+
+@functools.cache
+def replay_model(name: str) -> Model:
+    """A shipped model (or spec path), or one of UNSHIPPED_MODELS."""
+    if name in UNSHIPPED_MODELS:
+        return model_from_config(UNSHIPPED_MODELS[name], name, name)
+    return load_model(name)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a run ran on: model, GPU, tensor parallelism and weight format."""
+
+    model: str
+    gpu: str
+    tp: int = 1
+    weight_dtype: str | None = None
+    engine: str | None = None  # picks ENGINES' defaults
+
+    @property
+    def defaults(self) -> EngineDefaults:
+        return ENGINES.get(self.engine or DEFAULT_ENGINE, ENGINES[DEFAULT_ENGINE])
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """Simulator settings that override the engine's defaults (None: the engine's)."""
+
+    policy: str = "chunked"
+    max_batch: int | None = None
+    token_budget: int | None = None
+    kv_admission: str | None = None
+    memory_fraction: float | None = None
+
+
+@dataclass
+class Replay:
+    """One run's prediction: the simulator's metrics and the slopes of mean TTFT and
+    TPOT in the per-step overhead c (seconds per second of c)."""
+
+    run: Run
+    target: Target
+    predicted: dict
+    ttft_slope: float
+    tpot_slope: float
+    step_coefficients: np.ndarray  # dc/d(OVERHEADS): 1, layers, all-reduces per step
+    overheads: np.ndarray  # the OVERHEADS values replayed
+
+    def errors(self) -> dict[str, float | None]:
+        """Relative error (predicted / measured - 1) of each measured mean."""
+        out = {}
+        for key, stat in (("ttft", self.run.ttft), ("tpot", self.run.tpot),
+                          ("itl", self.run.itl)):
+            predicted = self.predicted[f"{key}_s"]["mean"]
+            out[key] = (predicted / stat.mean - 1) if stat.mean and predicted else None
+        for key, measured in (("output_throughput", self.run.output_throughput),
+                              ("request_throughput", self.run.request_throughput)):
+            predicted = self.predicted[key]
+            out[key] = predicted / measured - 1 if measured and predicted else None
+        return out
+
+    def at(self, overheads: np.ndarray) -> tuple[float, float]:
+        """The affine surrogate: mean (TTFT, TPOT) at other overheads."""
+        change = float(self.step_coefficients @ (np.asarray(overheads) - self.overheads))
+        ttft = self.predicted["ttft_s"]["mean"] + self.ttft_slope * change
+        tpot = (self.predicted["tpot_s"]["mean"] or 0.0) + self.tpot_slope * change
+        return max(ttft, 1e-9), max(tpot, 1e-9)
+
+
+def with_overheads(base: Assumptions, values: Sequence[float]) -> Assumptions:
+    return replace(base, efficiency=replace(base.efficiency, **dict(zip(OVERHEADS, map(
+        float, values), strict=True))))
+
+
+def overheads_of(assumptions: Assumptions) -> np.ndarray:
+    return np.array([getattr(assumptions.efficiency, name) for name in OVERHEADS])
+
+
+def _config(target: Target, assumptions: Assumptions, memory_fraction: float) -> PointConfig:
+    gpu = load_gpu(target.gpu)
+    reserve = max(assumptions.memory_reserve_gb, (1 - memory_fraction) * gpu.memory_gb)
+    config = PointConfig(gpu=gpu, model=replay_model(target.model), tp=target.tp,
+                         weight_dtype=target.weight_dtype,
+                         assumptions=replace(assumptions, memory_reserve_gb=reserve))
+    return config.with_changes(gpu=config.gpu.with_overrides(
+        compute_dtype=config.resolved_compute_dtype))
+
+
+def _step_coefficients(config: PointConfig) -> np.ndarray:
+    """How much one step's time grows per second of each overhead (exactly linear)."""
+    base = evaluate_point(config)["step_time_s"]
+    coefficients = []
+    for name in OVERHEADS:
+        efficiency = replace(config.assumptions.efficiency, **{
+            name: getattr(config.assumptions.efficiency, name) + 1e-3})
+        bumped = config.with_changes(assumptions=replace(config.assumptions,
+                                                         efficiency=efficiency))
+        coefficients.append(round((evaluate_point(bumped)["step_time_s"] - base) / 1e-3, 6))
+    return np.array(coefficients)
+
+
+def run_requests(run: Run) -> tuple[Requests, SessionRequests | None]:
+    """The run's requests as the client sent them (module doc)."""
+    count = run.requests
+    if run.input_tokens is not None and run.output_tokens is not None and (
+            run.input_tokens.size == count):
+        inputs, outputs = run.input_tokens, run.output_tokens
+    else:
+        inputs = np.full(count, max(1, round(run.input_mean)), np.int64)
+        outputs = np.full(count, max(1, round(run.output_mean)), np.int64)
+    if run.concurrency is not None and run.request_rate is None and count > run.concurrency:
+        index = np.arange(count)
+        requests = Requests(np.zeros(count), inputs, outputs)
+        previous = np.where(index >= run.concurrency, index - run.concurrency, -1)
+        return requests, SessionRequests(requests, previous=previous, think_s=np.zeros(count))
+    if run.request_rate is not None:
+        gaps = np.random.default_rng(0).exponential(1 / run.request_rate, count)
+        times = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+        return Requests(times, inputs, outputs), None
+    return Requests(np.zeros(count), inputs, outputs), None
+
+
+def _slopes(simulation) -> tuple[float, float]:
+    """Mean over requests of the steps from arrival to first token, and of the steps
+    from first to last token per output token after the first."""
+    ends = simulation.steps["start_s"] + simulation.steps["duration_s"]
+    arrival, first, finish = simulation.arrivals, simulation.first_token_s, simulation.finish_s
+    before_first = np.searchsorted(ends, first, "right") - np.searchsorted(ends, arrival, "right")
+    outputs = simulation.requests.output_tokens
+    decoding = outputs > 1
+    per_token = ((np.searchsorted(ends, finish[decoding], "right")
+                  - np.searchsorted(ends, first[decoding], "right")) / (outputs[decoding] - 1))
+    return float(before_first.mean()), float(per_token.mean()) if per_token.size else 0.0
+
+
+def replay_run(run: Run, target: Target, assumptions: Assumptions,
+               scheduling: Scheduling = Scheduling()) -> Replay:
+    """Simulate one run (module doc) with `assumptions` (a kernel or engine profile)."""
+    defaults = target.defaults
+    config = _config(target, assumptions, scheduling.memory_fraction or defaults.memory_fraction)
+    static = scheduling.policy == "static"
+    requests, sessions = run_requests(run)
+    max_batch = scheduling.max_batch or (max(1, run.concurrency or 1) if static
+                                         else defaults.max_batch)
+    budget = None if static else scheduling.token_budget or max(defaults.token_budget, max_batch)
+    scheduler = SchedulerConfig(
+        policy=scheduling.policy, max_batch=max_batch, token_budget=budget,
+        kv_admission="reserve" if static else scheduling.kv_admission or defaults.kv_admission)
+    simulation = simulate(config.step_inputs(), config.assumptions, scheduler, requests,
+                          sessions=sessions, gpu_key=config.gpu.key)
+    ttft_slope, tpot_slope = _slopes(simulation)
+    report = summarize(simulation)
+    predicted = {key: report[key] for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s",
+                                              "duration_s", "preemptions", "mean_batch")}
+    predicted["output_throughput"] = report["throughput_tokens_per_s"]
+    predicted["request_throughput"] = report["request_throughput"]
+    return Replay(run, target, predicted, ttft_slope, tpot_slope,
+                  _step_coefficients(config), overheads_of(assumptions))
+
+
+def replay_runs(runs: Sequence[Run], targets: Sequence[Target], assumptions: Assumptions,
+                scheduling: Scheduling | Sequence[Scheduling] = Scheduling(),
+                progress: Callable[[int], None] | None = None) -> list[Replay]:
+    """`replay_run` for each run and its target (one Scheduling, or one per run)."""
+    if isinstance(scheduling, Scheduling):
+        scheduling = [scheduling] * len(runs)
+    replays = []
+    for index, (run, target, settings) in enumerate(zip(runs, targets, scheduling,
+                                                        strict=True)):
+        replays.append(replay_run(run, target, assumptions, settings))
+        if progress is not None:
+            progress(index + 1)
+    return replays
+
+
+# --- fitting ---------------------------------------------------------------------------
+
+def group_key(replay: Replay) -> tuple[str, str, str]:
+    """The (engine, GPU, model) a run belongs to: the unit of leave-one-group-out."""
+    return (replay.target.engine or "?", replay.target.gpu, replay.target.model)
+
+
+# what the fit matches: TTFT too, as its slopes in the overheads differ from TPOT's
+# (fitting TPOT alone left larger held-out TPOT errors on trtllm and vllm)
+FITTED_METRICS = ("ttft", "tpot")
+
+
+class Surrogate:
+    """The fit's objective over a set of replays, vectorised: the weighted squared log
+    errors of the FITTED_METRICS means, each predicted by `Replay.at`'s affine form."""
+
+    def __init__(self, replays: Sequence[Replay], weights: np.ndarray) -> None:
+        rows = [(weight, getattr(r.run, key).mean, r.predicted[f"{key}_s"]["mean"],
+                 getattr(r, f"{key}_slope"), r.step_coefficients, r.overheads)
+                for r, weight in zip(replays, weights, strict=True) for key in FITTED_METRICS
+                if getattr(r.run, key).mean and r.predicted[f"{key}_s"]["mean"]]
+        weight, measured, predicted, slope, coefficients, at = (
+            np.array(column, dtype=np.float64) for column in zip(*rows, strict=True))
+        self.weight, self.measured = weight, measured
+        self.gain = slope[:, None] * coefficients  # seconds of metric per second of overhead
+        self.offset = predicted - np.einsum("ij,ij->i", self.gain, at)
+
+    def __call__(self, overheads: np.ndarray) -> float:
+        predicted = np.maximum(self.offset + self.gain @ overheads, 1e-9)
+        return float(np.sum(self.weight * np.log(predicted / self.measured) ** 2))
+
+    def linear_start(self, free: np.ndarray, ceilings: np.ndarray) -> np.ndarray:
+        """Where the search starts: the least-squares overheads on relative errors
+        (linear in them), over every subset of the free ones that keeps the rest at 0 and
+        these in range; the subset of least loss wins."""
+        root = np.sqrt(self.weight)
+        matrix = root[:, None] * self.gain / self.measured[:, None]
+        target = root * (1 - self.offset / self.measured)
+        best, best_loss = np.zeros(len(OVERHEADS)), math.inf
+        columns = np.flatnonzero(free)
+        for subset in range(1, 1 << columns.size):
+            chosen = columns[[bool(subset >> i & 1) for i in range(columns.size)]]
+            solution = np.linalg.lstsq(matrix[:, chosen], target, rcond=None)[0]
+            point = np.zeros(len(OVERHEADS))
+            point[chosen] = solution
+            if np.all(solution >= 0) and np.all(point <= ceilings) and self(point) < best_loss:
+                best, best_loss = point, self(point)
+        return best
+
+
+def _pattern_search(loss: Callable[[np.ndarray], float], start: np.ndarray,
+                    free: np.ndarray, ceilings: np.ndarray) -> np.ndarray:
+    """Compass search on [0, ceiling] in the free coordinates, from `start`."""
+    point = np.clip(start, 0, ceilings)
+    best = loss(point)
+    step = ceilings / 64
+    while np.any(step[free] > ceilings[free] * 1e-5):
+        moved = False
+        for i in np.flatnonzero(free):
+            for sign in (1, -1):
+                trial = point.copy()
+                trial[i] = min(max(trial[i] + sign * step[i], 0.0), ceilings[i])
+                value = loss(trial)
+                if value < best:
+                    point, best, moved = trial, value, True
+                    break
+        if not moved:
+            step = step / 2
+    return point
+
+
+@dataclass
+class OverheadFit:
+    overheads: np.ndarray  # OVERHEADS values (s)
+    fitted: list[str]
+    at_bound: list[str]  # fitted parameters at 0 or the ceiling (within the search's step)
+    loss: float
+    replays: list[Replay]  # the runs replayed at the fitted values
+    rounds: int
+
+
+def free_overheads(replays: Sequence[Replay]) -> list[str]:
+    """The overheads the runs can tell apart: a per-layer term needs models with
+    different layer counts, a per-all-reduce term runs with and without TP."""
+    coefficients = np.array([r.step_coefficients for r in replays])
+    names = ["step_overhead_s"]
+    if np.unique(coefficients[:, 1]).size > 1:
+        names.append("layer_overhead_s")
+    if np.unique(coefficients[:, 2] > 0).size > 1:
+        names.append("allreduce_overhead_s")
+    return names
+
+
+def fit_overheads(replays: Sequence[Replay], base: Assumptions, *,
+                  free: list[str] | None = None, rounds: int = 4,
+                  replay: Callable[[Replay, Assumptions], Replay] | None = None) -> OverheadFit:
+    """Fit `free` overheads (default `free_overheads`) to `replays` (made at `base`).
+    With `replay` (how to replay one run again at other assumptions), the fit is
+    re-linearised at its result until it settles (open arrivals); closed loops are exact
+    at once and are only replayed once more, for the reported figures."""
+    free = free or free_overheads(replays)
+    mask = np.array([name in free for name in OVERHEADS])
+    ceilings = np.array([OVERHEAD_CEILINGS[name] for name in OVERHEADS])
+    groups = [group_key(r) for r in replays]
+    counts = {key: groups.count(key) for key in set(groups)}
+    weights = np.array([1.0 / counts[key] for key in groups])
+    current = list(replays)
+    point = overheads_of(base)
+    rounds_run = 0
+    while rounds_run < rounds:
+        rounds_run += 1
+        start = point
+        loss = Surrogate(current, weights)
+        point = _pattern_search(loss, loss.linear_start(mask, ceilings), mask, ceilings)
+        if replay is None:
+            break
+        assumptions = with_overheads(base, point)
+        current = [replay(r, assumptions) for r in current]
+        closed = all(r.run.concurrency is not None and r.run.request_rate is None
+                     for r in current)
+        if closed or np.allclose(point, start, rtol=0.01, atol=1e-7):
+            break
+    at_bound = [name for name, value, ceiling, on in zip(OVERHEADS, point, ceilings, mask,
+                                                         strict=True)
+                if on and (value <= ceiling * 1e-4 or value >= ceiling * (1 - 1e-4))]
+    return OverheadFit(point, free, at_bound, Surrogate(current, weights)(point), current,
+                       rounds_run)
+
+
+# --- scoring ---------------------------------------------------------------------------
+
+def log_ratios(replays: Sequence[Replay], key: str) -> np.ndarray:
+    """log(measured / predicted) of each run's mean `key` (ttft or tpot) where measured."""
+    values = [(getattr(r.run, key).mean, r.predicted[f"{key}_s"]["mean"]) for r in replays]
+    return np.array([math.log(m / p) for m, p in values if m and p])
+
+
+def mape(replays: Sequence[Replay], key: str) -> float | None:
+    ratios = log_ratios(replays, key)
+    return float(np.mean(np.abs(np.exp(-ratios) - 1))) if ratios.size else None
+
+
+def interval_bounds(groups: Sequence[np.ndarray], level: float) -> tuple[float, float]:
+    """The (low, high) ratios holding `level` of held-out log ratios, each group weighted
+    equally, clamped to hold the prediction itself (low <= 1 <= high)."""
+    values = np.concatenate(groups)
+    weights = np.concatenate([np.full(g.size, 1.0 / g.size) for g in groups])
+    order = np.argsort(values)
+    cumulative = (np.cumsum(weights[order]) - weights[order] / 2) / weights.sum()
+    low, high = np.interp([(1 - level) / 2, (1 + level) / 2], cumulative, values[order])
+    return min(1.0, round(math.exp(low), 3)), max(1.0, round(math.exp(high), 3))
+
+
+@dataclass
+class HeldOut:
+    """Leave-one-group-out over one engine's groups."""
+
+    engine: str
+    groups: dict[tuple, dict]  # group -> {runs, fit, mape_ttft, mape_tpot, ...}
+    ratios: dict[str, list[np.ndarray]]  # ttft/tpot -> per-group held-out log ratios
+
+
+def leave_one_group_out(replays: Sequence[Replay], base: Assumptions,
+                        replay: Callable[[Replay, Assumptions], Replay]) -> HeldOut:
+    """Fit on every other group of the engine, score the held-out group by replaying it
+    at the fitted overheads (the replays must be one engine's, made at `base`)."""
+    keys = sorted({group_key(r) for r in replays})
+    if len(keys) < 2:
+        raise SpecError(f"leave-one-group-out needs two (engine, GPU, model) groups; "
+                        f"{keys[0][0] if keys else 'this engine'} has {len(keys)}")
+    free = free_overheads(replays)
+    groups, ratios = {}, {"ttft": [], "tpot": []}
+    for key in keys:
+        training = [r for r in replays if group_key(r) != key]
+        fit = fit_overheads(training, base, free=[n for n in free
+                                                 if n in free_overheads(training)])
+        held = [replay(r, with_overheads(base, fit.overheads))
+                for r in replays if group_key(r) == key]
+        for kind in ratios:
+            ratios[kind].append(log_ratios(held, kind))
+        groups[key] = {"runs": len(held), "overheads": fit.overheads, "fitted": fit.fitted,
+                       "mape_ttft": mape(held, "ttft"), "mape_tpot": mape(held, "tpot"),
+                       "bias_tpot": float(np.mean(np.exp(-log_ratios(held, "tpot")) - 1))}
+    return HeldOut(keys[0][0], groups, ratios)
+
+
+# --- published datasets ----------------------------------------------------------------
+
+SILICON_MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+                  "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+                  "meta-llama/Llama-3.1-70B": "llama-3-70b", "Qwen/Qwen3-32B": "qwen3-32b"}
+SILICON_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
+
+
+def silicon_runs(path: Path) -> tuple[list[Run], list[Target], list[str]]:
+    """The aiconfigurator silicon runs as closed loops (module doc)."""
+    runs, targets, skipped = [], [], set()
+    for row in _csv_rows(path):
+        if row["model_path"] not in SILICON_MODELS or row["pp_size"] != "1":
+            skipped.add(f"{row['model_path']} pp {row['pp_size']}: no model spec or PP")
+            continue
+        concurrency = int(row["batch_size"])
+        isl, osl = float(row["isl"]), float(row["osl"])
+        dtype = (row["gemm_quant_mode"] or row["precision"] or "bf16").replace("_block", "")
+        runs.append(Run(
+            tool="aiconfigurator-silicon", source=f"{path.name}:{row['id']}",
+            model=row["model_path"], engine=row["backend"],
+            engine_version=row["backend_version"] or None, gpu=row["system"],
+            tp=int(row["tp_size"]), concurrency=concurrency,
+            requests=SILICON_WAVES * concurrency, input_mean=isl, output_mean=osl,
+            ttft=Stat(mean=float(row["silicon_ttft_ms"]) / 1e3),
+            tpot=Stat(mean=float(row["silicon_tpot_ms"]) / 1e3)))
+        targets.append(Target(SILICON_MODELS[row["model_path"]], SILICON_GPUS[row["system"]],
+                              int(row["tp_size"]), dtype, row["backend"]))
+    return runs, targets, sorted(skipped)
+
+
+SPLITWISE_GPUS = {"a100-80gb": "a100-80gb", "h100-80gb": "h100-sxm"}
+
+
+def splitwise_runs(path: Path) -> tuple[list[Run], list[Target], list[str]]:
+    """Splitwise's static batches, the median of each configuration's repeats."""
+    by_config: dict[tuple, list[dict]] = {}
+    skipped = {"h100-80gb-pcap rows: derived from the H100 rows, not measured",
+               "TP2 batch-64 rows: inconsistent with TP4/TP8 (SOURCES.md)",
+               "bloom-176b rows: no shipped model spec"}
+    for row in _csv_rows(path):
+        if row["hardware"] not in SPLITWISE_GPUS or row["model"] != "llama2-70b" or (
+                row["tensor_parallel"] == "2" and row["batch_size"] == "64"):
+            continue
+        key = tuple(row[k] for k in ("hardware", "tensor_parallel", "batch_size",
+                                     "prompt_size", "token_size"))
+        by_config.setdefault(key, []).append(row)
+    runs, targets = [], []
+    for (hardware, tp, batch, prompt, tokens), rows in sorted(by_config.items()):
+        ttft = float(np.median([float(r["prompt_time"]) for r in rows])) / 1e3
+        tpot = float(np.median([float(r["token_time"]) for r in rows])) / 1e3
+        runs.append(Run(tool="splitwise", source=f"{path.name}:{hardware} tp{tp} b{batch} "
+                        f"{prompt}/{tokens}", model="llama2-70b", engine="splitwise",
+                        gpu=hardware, tp=int(tp), concurrency=int(batch), requests=int(batch),
+                        input_mean=float(prompt), output_mean=float(tokens),
+                        ttft=Stat(mean=ttft), tpot=Stat(mean=tpot)))
+        targets.append(Target("llama-2-70b", SPLITWISE_GPUS[hardware], int(tp), "fp16",
+                              "splitwise"))
+    return runs, targets, sorted(skipped)
+
+
+MEASURED_READERS = {SILICON_FILE: (silicon_runs, "chunked"),
+                    SPLITWISE_FILE: (splitwise_runs, "static")}
+
+
+def measured_runs(folder: Path, engine: str | None = None
+                  ) -> tuple[list[Run], list[Target], list[Scheduling], list[str]]:
+    """The replayable end-to-end runs in MEASURED_DIR (module doc), of one engine if
+    given."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SpecError(f"--measured-dir: {folder} is not a folder")
+    runs, targets, scheduling, notes = [], [], [], []
+    for name, (reader, policy) in MEASURED_READERS.items():
+        path = folder / name
+        if not path.is_file():
+            notes.append(f"{name}: not in {folder}")
+            continue
+        file_runs, file_targets, skipped = reader(path)
+        if engine is not None:
+            keep = [i for i, t in enumerate(file_targets) if t.engine == engine]
+            file_runs, file_targets = [file_runs[i] for i in keep], [file_targets[i] for i in keep]
+        runs += file_runs
+        targets += file_targets
+        scheduling += [Scheduling(policy=policy)] * len(file_runs)
+        notes += [f"{name}: left out {reason}" for reason in skipped]
+    if not runs:
+        raise SpecError(f"--measured-dir {folder}: no runs" + (f" of {engine}" if engine else "")
+                        + f" in {', '.join(MEASURED_READERS)}")
+    return runs, targets, scheduling, notes
+
+
+# --- engine profiles -------------------------------------------------------------------
+
+def fit_engine_profile(runs: Sequence[Run], base: Assumptions, targets: Sequence[Target],
+                       scheduling: Scheduling = Scheduling()):
+    """Fit an engine's overheads on top of `base` from `runs` (one short benchmark is
+    enough for the per-step term). Returns (the fitted Efficiency, a summary: fitted
+    parameters, those at a bound, in-sample MAPE of mean TTFT and TPOT, the replays)."""
+    def again(previous: Replay, assumptions: Assumptions) -> Replay:
+        return replay_run(previous.run, previous.target, assumptions, scheduling)
+
+    replays = replay_runs(runs, targets, base, scheduling)
+    fit = fit_overheads(replays, base, replay=again)
+    fitted = with_overheads(base, fit.overheads)
+    return fitted.efficiency, {
+        "overheads_s": dict(zip(OVERHEADS, map(float, fit.overheads), strict=True)),
+        "fitted": fit.fitted, "at_bound": fit.at_bound, "rounds": fit.rounds,
+        "runs": len(runs), "mape_ttft": mape(fit.replays, "ttft"),
+        "mape_tpot": mape(fit.replays, "tpot"), "replays": fit.replays}
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def engine_profile_text(base: Assumptions, efficiency: Efficiency, *, command: str,
+                        description: str, calibration: dict,
+                        interval: dict | None = None, sources: dict | None = None) -> str:
+    """An engine profile's TOML: the base (kernel) profile's settings and efficiencies
+    with the fitted overheads, `[calibration]`, `[interval]` (`interval`: level,
+    ttft/tpot (low, high), held_out) and `[sources]`; the command on the first line."""
+    lines = [f"# Fitted by: {command}",
+             "# An engine profile: the kernel profile named in [calibration] plus the "
+             "engine's overheads, fitted by replaying end-to-end runs through the simulator.",
+             f"description = {_toml(description)}",
+             *(f"{key} = {_toml(getattr(base, key))}" for key in (
+                 "mfu", "mbu", "overlap", "attention_flops", "activation_traffic", "kv_write",
+                 "memory_reserve_gb")),
+             "", "[efficiency]",
+             *(f"{name} = {value:.4g}" for name, value in efficiency.as_dict().items()),
+             "", "[calibration]", f"command = {_toml(command)}",
+             *(f"{key} = {_toml(value)}" for key, value in calibration.items())]
+    if interval is not None:
+        lines += ["", "[interval]", f"level = {interval['level']!r}"]
+        lines += [f"{kind} = [{low!r}, {high!r}]   # multiplicative bounds: low = "
+                  "prediction * low_ratio" for kind, (low, high) in interval["ratios"].items()]
+        lines.append(f"held_out = {_toml(interval['held_out'])}")
+    if sources:
+        lines += ["", "[sources]", *(f"{_toml(k)} = {_toml(v)}" for k, v in sources.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_engine_profile(path: Path, text: str) -> Path:
+    """Write atomically, after checking that the profile loads back as --profile reads it."""
+    from rooftui.core.assumptions import load_profile
+    from rooftui.sweeps.output_files import atomic_path
+
+    path = Path(path)
+    if path.suffix != ".toml":
+        raise SpecError(f"--out: {path} must end in .toml (a profile file)")
+    try:
+        with atomic_path(path) as temporary:
+            temporary.write_text(text, encoding="utf-8")
+            load_profile(str(temporary.resolve()))
+    except SpecError as error:
+        raise SpecError(f"--out: {error}") from None
+    return path

@@ -1,0 +1,102 @@
+"""Readers of serving-benchmark result files (sweeps/bench_results.py): one fixture per
+tool in tests/data/bench_results/, read into the common record with times in seconds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rooftui.core.errors import SpecError
+from rooftui.sweeps.bench_results import detect_format, read_benchmark
+
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "bench_results"
+
+
+def test_vllm_save_result_with_per_request_lengths():
+    (run,) = read_benchmark(FIXTURES / "vllm-bench-serve.json")
+    assert (run.tool, run.engine, run.engine_version) == ("vllm", "vllm", "0.12.0")
+    assert run.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert (run.concurrency, run.request_rate, run.requests) == (4, None, 8)
+    assert run.input_tokens.tolist() == [1024] * 8 and run.output_tokens.tolist() == [64] * 8
+    assert (run.input_mean, run.output_mean) == (1024, 64)
+    assert run.ttft.mean == pytest.approx(0.05814) and run.ttft.p99 == pytest.approx(0.0801)
+    assert run.tpot.median == pytest.approx(0.0071) and run.itl.p99 == pytest.approx(0.0089)
+    assert run.output_throughput == pytest.approx(267.78) and run.duration_s == 1.912
+
+
+def test_sglang_jsonl_is_one_run_per_line():
+    concurrent, rated = read_benchmark(FIXTURES / "sglang-bench-serving.jsonl")
+    assert concurrent.tool == rated.tool == "sglang" and concurrent.engine == "sglang"
+    assert (concurrent.concurrency, concurrent.request_rate) == (8, None)
+    assert (rated.concurrency, rated.request_rate) == (None, 4.0)
+    assert concurrent.ttft.mean == pytest.approx(0.092)
+    assert rated.tpot.mean == pytest.approx(0.0056) and rated.requests == 16
+    assert (rated.input_mean, rated.output_mean) == (1024, 128)
+    assert rated.source.endswith("line 2")
+
+
+def test_guidellm_report_reads_strategy_and_requests():
+    (run,) = read_benchmark(FIXTURES / "guidellm-report.json")
+    assert run.tool == "guidellm" and run.concurrency == 2 and run.requests == 4
+    assert run.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert run.input_tokens.tolist() == [512] * 4 and run.output_mean == 32
+    assert run.ttft.mean == pytest.approx(0.05) and run.ttft.p99 == pytest.approx(0.061)
+    assert run.tpot.mean == pytest.approx(0.00806) and run.itl.p99 == pytest.approx(0.009)
+    assert run.duration_s == pytest.approx(0.6)
+
+
+def test_genai_perf_inter_token_latency_is_tpot():
+    (run,) = read_benchmark(FIXTURES / "profile_export_genai_perf.json")
+    assert run.tool == "genai-perf" and run.concurrency == 4 and run.requests == 16
+    assert run.tpot.mean == pytest.approx(0.0073) and run.itl.mean is None
+    assert run.ttft.p99 == pytest.approx(0.14) and run.input_mean == 1024
+
+
+def test_aiperf_export_nested_config():
+    (run,) = read_benchmark(FIXTURES / "profile_export_aiperf.json")
+    assert run.tool == "aiperf" and run.concurrency == 8 and run.requests == 32
+    assert run.itl.p99 == pytest.approx(0.0099) and run.tpot.mean == pytest.approx(0.0074)
+    assert run.duration_s == pytest.approx(4.2) and run.output_mean == 128
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("vllm-bench-serve.json", "vllm"), ("guidellm-report.json", "guidellm"),
+    ("profile_export_genai_perf.json", "genai-perf"),
+    ("profile_export_aiperf.json", "aiperf")])
+def test_format_is_detected_from_content(name, expected):
+    assert detect_format(json.loads((FIXTURES / name).read_text())) == expected
+
+
+def test_format_override_applies_that_reader(tmp_path):
+    path = tmp_path / "renamed.txt"
+    path.write_text((FIXTURES / "vllm-bench-serve.json").read_text())
+    assert read_benchmark(path, "vllm")[0].requests == 8
+    with pytest.raises(SpecError, match="not a guidellm result|benchmarks"):
+        read_benchmark(path, "guidellm")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "not a result file"),
+    ('{"mean_ttft_ms": 1', "not JSON"),
+    ('{"hello": 1}', "not a result file"),
+    ('{"mean_ttft_ms": 5, "completed": "many", "total_input_tokens": 1}', "completed"),
+    ('{"mean_ttft_ms": -5, "completed": 2, "total_input_tokens": 1, '
+     '"total_output_tokens": 1}', "mean_ttft_ms"),
+    ('{"benchmarks": [{"metrics": {}, "args": {"strategy": {"type_": "sweep"}}}]}',
+     "unknown GuideLLM strategy"),
+    ('{"benchmarks": [3]}', "expected a JSON object"),
+    ('{"time_to_first_token": {"unit": "ms", "avg": 3}}', "input_sequence_length"),
+])
+def test_damaged_or_unknown_files_are_one_error(tmp_path, text, message):
+    path = tmp_path / "result.json"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=message) as error:
+        read_benchmark(path)
+    assert "\n" not in str(error.value)
+
+
+def test_missing_file_is_one_error(tmp_path):
+    with pytest.raises(SpecError, match="not found"):
+        read_benchmark(tmp_path / "absent.json")
