@@ -1,5 +1,5 @@
 """A step part's FLOPs and bytes as linear functions of the decode batch (`Linear`), the
-helpers core/step.py and core/parallel.py build parts with."""
+helpers core/step.py and core/parallel.py build parts with, and the parts' times."""
 
 from __future__ import annotations
 
@@ -8,12 +8,22 @@ from typing import Any
 
 import numpy as np
 
-from rooftui.core.elementwise import where
+from rooftui.core.elementwise import maximum, where
+from rooftui.core.step_trace import Symbol
+
+PARTS = ("gemm", "attention", "activations", "communication", "all_to_all",
+         "pipeline_transfer", "draft_gemm", "draft_attention", "draft_activations",
+         "draft_communication")
+# timed on a link: the interconnect, or (core/parallel.py) the link each one crosses
+LINK_PARTS = ("communication", "all_to_all", "pipeline_transfer", "draft_communication")
 
 
 def is_scalar(value, number: float) -> bool:
     """True when `value` is the plain number `number` for the whole grid (a feature
-    switched off, no prefill), so the arithmetic it would cancel can be skipped."""
+    switched off, no prefill), so the arithmetic it would cancel can be skipped. A traced
+    per-call number (`core.step_trace`) is never assumed to be one."""
+    if type(value) is Symbol:
+        return False
     return (type(value) is not np.ndarray or value.ndim == 0) and float(value) == number
 
 
@@ -111,3 +121,23 @@ def scaled(part: Linear, extra: Linear | None, compute, memory) -> Linear:
                                    memory),
         weights=divided(part.weights, memory), experts=divided(part.experts, memory),
         flops_sqrt=divided(part.flops_sqrt, compute), flops_skew=divided(part.flops_skew, compute))
+
+
+def part_times(costs, compute_rate, memory_rate, links, compute_bound=None):
+    """Each part's time from its (FLOPs, bytes) in `costs` (`links`: per link part its
+    (bandwidth, latency or None)); with a dict `compute_bound`, also whether its FLOPs
+    take longer than its bytes (the comparison the time makes anyway)."""
+    times = {}
+    for name, (flops, nbytes) in costs.items():
+        if name in LINK_PARTS:  # no link traffic takes no time, even with no interconnect
+            rate, latency = links[name]
+            seconds = nbytes / rate if latency is None else nbytes / rate + latency
+            times[name] = where(nbytes > 0, seconds, 0.0)
+        elif flops is None:
+            times[name] = nbytes / memory_rate
+        else:
+            compute, memory = flops / compute_rate, nbytes / memory_rate
+            times[name] = maximum(compute, memory)
+            if compute_bound is not None:
+                compute_bound[name] = compute > memory
+    return times
