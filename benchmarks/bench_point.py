@@ -3,8 +3,10 @@ grid in one call against the same in blocks (issue 19, items 1 and 2).
 
 Per call, on the same random configurations (GPU, model, batch 1-1024, context
 128-128K, a 512-token prefill chunk in 30 % of them, bf16/fp8 weights and KV):
-- `evaluate_point` as it is (tables cached per GPU, model, formats, ...; numpy scalars);
-- the same with the cache cleared before every call (tables rebuilt each time);
+- `evaluate_point` as it is (tables cached per GPU, model, formats, ...; the step traced
+  into straight-line Python per setup, core/step_trace.py);
+- the same with the caches cleared before every call (tables gathered and the step
+  traced each time: a setup seen for the first time);
 - with `--before REV`, `evaluate_point` as it was at REV, in a subprocess whose core
   is REV's (`git archive`), on the same configurations;
 - benchmarks/plain_step.py on the dense ones (its formulas cover dense steps only).
@@ -109,8 +111,10 @@ def per_call_rate(configs, repeats: int, clear_cache: bool = False) -> float:
 
     def run():
         for config in configs:
-            if clear_cache:
+            if clear_cache:  # the tables gathered and the step traced again
                 point._gathered_inputs.cache_clear()
+                point._traced_setup.cache_clear()
+                point._TRACED_BY_IDENTITY.clear()
             point.evaluate_point(config)
     return len(configs) / best_seconds(run, repeats)
 
@@ -189,8 +193,8 @@ def main() -> None:
     now = per_call_rate(configs, args.repeats)
     rebuilt = per_call_rate(configs, args.repeats, clear_cache=True)
     print(f"evaluate_point ({kind}, {len(configs):,} configurations, best of "
-          f"{args.repeats}): {now / 1e3:.1f} k/s; tables rebuilt per call "
-          f"{rebuilt / 1e3:.1f} k/s ({now / rebuilt:.1f}x)")
+          f"{args.repeats}): {now / 1e3:.1f} k/s; tables and trace rebuilt per call "
+          f"{rebuilt / 1e3:.2f} k/s ({now / rebuilt:.1f}x)")
     if args.before:
         then = before_rate(args.before, args)
         print(f"evaluate_point at {args.before}: {then / 1e3:.1f} k/s; now "

@@ -164,7 +164,7 @@ class Layout:
         parts = dict(parts)
         tp = shape.tp if shape.split else 1.0
         expert_parallel = self.ep > 1
-        decode_only = np.ndim(inputs.prefill) == 0 and float(inputs.prefill) == 0
+        decode_only = is_scalar(inputs.prefill, 0)
 
         def per_token_link(bytes_per_token):
             """A link part of `bytes_per_token` for each token of the step."""

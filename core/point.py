@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from rooftui.core import limits
+from rooftui.core import limits, step_trace
 from rooftui.core.assumptions import Assumptions, load_profile
 from rooftui.core.dtypes import check_dtype, default_compute_dtype
 from rooftui.core.errors import SpecError
@@ -169,14 +169,7 @@ class PointConfig:
         numpy gives inf or NaN); the one-entry tables behind them are kept per (GPU,
         model, draft, system), the gathered inputs per configuration but its batch and
         lengths."""
-        expert_dtype = self.resolved_expert_weight_dtype
-        inputs = _gathered_inputs(
-            _Spec(self.gpu), _Spec(self.model), _Spec(self.draft_model), _Spec(self.system),
-            self.resolved_weight_dtype, self.resolved_kv_dtype, self.resolved_compute_dtype,
-            expert_dtype, self.tp, self.spec_tokens, self.acceptance or 0.0, self.energy,
-            self.price_per_gpu_hour, self.pp, self.ep, self.dp, self.micro_batches,
-            self.assumptions.mfu, self.assumptions.mbu,
-            self.assumptions.memory_reserve_gb)[python_floats]
+        inputs = _gathered_inputs(*self._setup())[python_floats]
         number = float if python_floats else _F64
         # the cached fields copied in whole: __init__ would set 31 frozen fields one by one
         step = object.__new__(StepInputs)
@@ -184,6 +177,16 @@ class PointConfig:
                              prefill=number(self.prefill),
                              prefill_context=number(self.prefill_context))
         return step
+
+    def _setup(self) -> tuple:
+        """What the step inputs depend on but the batch and lengths, as a cache key."""
+        return (_Spec(self.gpu), _Spec(self.model), _Spec(self.draft_model),
+                _Spec(self.system), self.resolved_weight_dtype, self.resolved_kv_dtype,
+                self.resolved_compute_dtype, self.resolved_expert_weight_dtype, self.tp,
+                self.spec_tokens, self.acceptance or 0.0, self.energy,
+                self.price_per_gpu_hour, self.pp, self.ep, self.dp, self.micro_batches,
+                self.assumptions.mfu, self.assumptions.mbu,
+                self.assumptions.memory_reserve_gb)
 
 
 _F64 = np.float64
@@ -279,13 +282,84 @@ def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = N
 
 def evaluate_point(config: PointConfig) -> dict[str, float | bool]:
     """The step model's metrics for one configuration, as Python scalars."""
+    traced = _traced_step(config)
+    if traced is not None:
+        try:
+            return traced(float(config.batch), float(config.context), float(config.prefill),
+                          float(config.prefill_context))
+        except ZeroDivisionError:  # numpy's scalars give its inf or NaN instead
+            return _python_scalars(evaluate_step(config.step_inputs(), config.assumptions,
+                                                 config.tpot_budget))
     try:  # plain floats, several times cheaper per operation than numpy's scalars
         arrays = evaluate_step(config.step_inputs(python_floats=True), config.assumptions,
                                config.tpot_budget)
-    except ZeroDivisionError:  # numpy's scalars give its inf or NaN instead
+    except ZeroDivisionError:
         arrays = evaluate_step(config.step_inputs(), config.assumptions, config.tpot_budget)
+    return _python_scalars(arrays)
+
+
+def _python_scalars(arrays: dict) -> dict:
     return {key: _PYTHON_SCALAR.get(type(value), _item)(value)
             for key, value in arrays.items()}
+
+
+def _traced_step(config: PointConfig):
+    """The step of `config`'s setup traced into straight-line Python of its batch and
+    lengths (`core.step_trace`), or None where it cannot be (a TPOT budget: its solver
+    loops on the values). Found by the identity of the config's specs at once (and its
+    profile's, or else its equality: every PointConfig() has its own default profile),
+    else by their equality (a traced setup is shared by equal specs)."""
+    if config.tpot_budget is not None:
+        return None
+    assumptions = config.assumptions
+    key = (id(config.gpu), id(config.model), id(config.draft_model), id(config.system),
+           assumptions.name, config.weight_dtype, config.kv_dtype, config.compute_dtype,
+           config.expert_weight_dtype, config.tp, config.spec_tokens, config.acceptance,
+           config.energy, config.price_per_gpu_hour, config.pp, config.ep, config.dp,
+           config.micro_batches, config.prefill == 0, config.prefill_context == 0)
+    known = _TRACED_BY_IDENTITY.get(key)
+    if known is not None:
+        gpu, model, draft_model, system, traced_assumptions, traced = known
+        if (gpu is config.gpu and model is config.model and draft_model is config.draft_model
+                and system is config.system and (traced_assumptions is assumptions
+                                                 or traced_assumptions == assumptions)):
+            return traced
+    try:
+        traced = _traced_setup(config._setup(), assumptions, config.prefill == 0,
+                               config.prefill_context == 0)
+    except TypeError:  # a profile that has no hash: no cache, no trace
+        return None
+    if len(_TRACED_BY_IDENTITY) >= 4096:  # the objects it keeps alive stay bounded
+        _TRACED_BY_IDENTITY.clear()
+    _TRACED_BY_IDENTITY[key] = (config.gpu, config.model, config.draft_model, config.system,
+                                assumptions, traced)
+    return traced
+
+
+# identity key -> the specs and profile it was made from (alive, so the ids stay theirs)
+_TRACED_BY_IDENTITY: dict[tuple, tuple] = {}
+
+
+@functools.lru_cache(maxsize=1024)
+def _traced_setup(setup: tuple, assumptions: Assumptions, no_prefill: bool,
+                  no_prefill_context: bool):
+    """The traced step (None: it cannot be traced) of a setup (`PointConfig._setup`), a
+    profile, and whether the prefill chunk and its cached tokens are zero: the step model
+    skips the terms of a zero one, so the trace takes them as the number 0."""
+    trace = step_trace.Trace(_PER_CALL)
+    batch, context, prefill, prefill_context = trace.symbols()
+    inputs = object.__new__(StepInputs)
+    inputs.__dict__.update(_gathered_inputs(*setup)[1], batch=batch, context=context,
+                           prefill=0.0 if no_prefill else prefill,
+                           prefill_context=0.0 if no_prefill_context else prefill_context)
+    try:
+        outputs = evaluate_step(inputs, assumptions)
+        return trace.function({
+            key: value if type(value) is step_trace.Symbol
+            else _PYTHON_SCALAR.get(type(value), _item)(value)
+            for key, value in outputs.items()})
+    except (step_trace.NotTraced, ArithmeticError, TypeError):  # kept untraced
+        return None
 
 
 # the step model's scalar types, as Python's (`.item()` costs several times more)

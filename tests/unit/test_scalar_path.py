@@ -1,16 +1,18 @@
 """One configuration's scalar path (`PointConfig.step_inputs`: cached tables, numpy
-scalars, core.elementwise) gives the vectorised core's numbers, and a grid evaluated in
-blocks of rows (`core.step_chunks`) gives the same outputs as one call."""
+scalars, core.elementwise; the step traced per setup, core.step_trace) gives the
+vectorised core's numbers, and a grid evaluated in blocks of rows (`core.step_chunks`)
+gives the same outputs as one call."""
 
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from unittest import mock
 
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rooftui.core import step_chunks
+from rooftui.core import point, step_chunks
 from rooftui.core.assumptions import load_profile
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
@@ -143,3 +145,31 @@ def test_a_grid_in_blocks_of_rows_equals_one_call(seed, budget, profile):
     for key in whole:
         assert np.array_equal(whole[key], blocks[key], equal_nan=True), key
         assert np.shape(whole[key]) == np.shape(blocks[key]), key
+
+
+def same_bits(a, b) -> bool:
+    """The same Python type and value, NaN and the sign of zero included."""
+    if type(a) is not type(b):
+        return False
+    return a.hex() == b.hex() if type(a) is float else a == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=configurations)
+def test_the_traced_step_gives_the_step_models_numbers_to_the_bit(values):
+    """`evaluate_point` runs a setup's step traced into straight-line Python
+    (core.step_trace); the step model run on the same plain floats gives the same keys in
+    the same order, the same types and the same bits."""
+    config = point_config(values)
+    try:
+        with mock.patch.object(point, "_traced_step", return_value=None):
+            untraced = evaluate_point(config)
+    except SpecError:
+        assume(False)
+    traced = point._traced_step(config)
+    # every setup traces but a TPOT budget's (its solver loops on the values)
+    assert (traced is None) == (config.tpot_budget is not None)
+    result = evaluate_point(config)
+    assert list(result) == list(untraced)
+    for key, value in result.items():
+        assert same_bits(value, untraced[key]), (key, value, untraced[key])
