@@ -8,8 +8,14 @@ the other's), and every worker's high-water mark (VmHWM) and the summed RSS of t
 process tree, sampled from /proc every 20 ms (Linux). Targets (issue 3): >= 3 M points/s
 end to end on 2 cores, < 500 MB peak at either size.
 
+`--charts N` instead times `sweep run` of the shipped grid with its charts against the
+same with `--no-charts`, alternately N times each into fresh folders (same machine, same
+load), and prints the median wall times, their ratio and the run's own chart seconds.
+Target (issue 19): with charts <= 1.5x the time without.
+
     python benchmarks/bench_sweep_run.py                 # both sizes, --workers 2
     python benchmarks/bench_sweep_run.py --sizes 1M --workers 1
+    python benchmarks/bench_sweep_run.py --charts 5 --workers 1
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,9 +48,34 @@ def grid_text(size: str) -> str:
     return text
 
 
-def sweep_command(grid: Path, out: Path, workers: int) -> list[str]:
+def sweep_command(grid: Path, out: Path, workers: int, charts: bool = False) -> list[str]:
     return [sys.executable, "-m", "rooftui.sweeps", "run", str(grid), "--out", str(out),
-            "--workers", str(workers), "--no-charts", "--json"]
+            "--workers", str(workers), *([] if charts else ["--no-charts"]), "--json"]
+
+
+def charts_side_by_side(folder: Path, workers: int, repeats: int) -> None:
+    """`sweep run` of the shipped grid with and without its charts, alternately."""
+    grid = folder / "grid.toml"
+    grid.write_text(grid_text("1M"), encoding="utf-8")
+    walls: dict[bool, list[float]] = {False: [], True: []}
+    chart_seconds = []
+    for repeat in range(repeats):
+        for charts in (False, True):
+            command = sweep_command(grid, folder / f"out-{repeat}-{charts}", workers, charts)
+            if repeat == 0:
+                print("command: " + " ".join(command))
+            began = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            walls[charts].append(time.perf_counter() - began)
+            if charts:
+                chart_seconds.append(json.loads(done.stdout)["charts_seconds"])
+    without, with_charts = (statistics.median(walls[c]) for c in (False, True))
+    print(f"  --no-charts: median {without:.2f} s of "
+          + ", ".join(f"{w:.2f}" for w in walls[False]))
+    print(f"  with charts: median {with_charts:.2f} s of "
+          + ", ".join(f"{w:.2f}" for w in walls[True])
+          + f" (charts {statistics.median(chart_seconds):.2f} s in the run's summary)")
+    print(f"  ratio with / without: {with_charts / without:.2f}x (target <= 1.5x)")
 
 
 def _descendants(root: int) -> list[int]:
@@ -106,6 +138,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--charts", type=int, metavar="N",
+                        help="time the shipped grid with and without charts, N runs each")
     parser.add_argument("--measure", nargs=3, metavar=("GRID", "OUT", "WORKERS"),
                         help=argparse.SUPPRESS)  # the wrapper process
     args = parser.parse_args()
@@ -115,6 +149,11 @@ def main() -> None:
         return
 
     print(f"machine: {describe_machine()}")
+    if args.charts:
+        with tempfile.TemporaryDirectory(prefix="bench-sweep-run-") as tmp:
+            charts_side_by_side(Path(tmp), args.workers, args.charts)
+        print(f"machine after: {describe_machine()}")
+        return
     with tempfile.TemporaryDirectory(prefix="bench-sweep-run-") as tmp:
         for size in args.sizes:
             grid = Path(tmp) / f"grid-{size}.toml"

@@ -22,6 +22,7 @@ import html
 import json
 import os
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,6 +103,23 @@ def vega_bundle() -> str:
     return bundle
 
 
+def warm_up() -> threading.Thread:
+    """Import altair, polars and vl-convert and read the bundle in a background thread,
+    so that a run rendering its charts at the end pays for them while its shards are
+    computed (numpy and the parquet writer release the GIL); a failure here is left to
+    the render, which imports them again and says what went wrong."""
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            import altair  # noqa: F401
+            import polars  # noqa: F401
+
+            vega_bundle()
+
+    thread = threading.Thread(target=load, name="chart-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
 def page_text(spec_json: str) -> str:
     """The standalone page of a chart whose Vega-Lite spec is `spec_json`."""
     fields = {"output_div": "vis", "vegalite_version": _vega_lite_version().lstrip("v"),
@@ -180,11 +198,16 @@ def default_rows(spec: dict, frames: Mapping[str, pl.DataFrame]) -> dict[str, pl
     value no row has, such as the roofline's "all", keeps them all)."""
     import polars as pl
 
+    from rooftui.sweeps.chart_slices import OWN
+
     choices = menu_choices(spec)
     reduced = {}
     for name, frame in frames.items():
         for axis, value in choices.items():
-            if axis in frame.columns and (frame[axis] == value).any():
+            if value == OWN and f"{axis}_own" in frame.columns:
+                frame = frame.filter(pl.col(f"{axis}_own"))
+            elif (axis in frame.columns and isinstance(value, str) == (
+                    frame.schema[axis] == pl.String) and (frame[axis] == value).any()):
                 frame = frame.filter(pl.col(axis) == value)
         reduced[name] = frame
     return reduced

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rooftui.sweeps.chart_slices import LABELS, ChartSlice, show
+from rooftui.sweeps.chart_slices import LABELS, OWN, ChartSlice, show
 
 if TYPE_CHECKING:
     import altair as alt
@@ -51,14 +51,24 @@ def dropdown_params(alt, chart_slice: ChartSlice, *axes: str,
 
 
 def menu_params(alt, chart_slice: ChartSlice) -> list:
-    """A select box for each held axis the slice kept whole, open on its representative."""
-    return dropdown_params(alt, chart_slice, *chart_slice.menus, initial=chart_slice.menus)
+    """A select box for each held axis offered as a menu, open on its representative (a
+    structure axis: on "own", each model's own value, then the values)."""
+    params = []
+    for axis, value in chart_slice.menus.items():
+        options = [OWN, *chart_slice.values(axis)] if value == OWN else chart_slice.values(axis)
+        params.append(alt.param(name=f"{axis}_choice", value=value, bind=alt.binding_select(
+            options=options, name=f"{LABELS[axis]} ")))
+    return params
 
 
 def only_chosen(alt, chart, params: list):
-    """`chart` keeping the rows whose dropdown axes equal the current choices."""
+    """`chart` keeping the rows whose dropdown axes equal the current choices ("own":
+    the rows at each model's own value)."""
     for param in params:
-        chart = chart.transform_filter(alt.datum[param.name.removesuffix("_choice")] == param)
+        axis = param.name.removesuffix("_choice")
+        chart = chart.transform_filter(
+            f"{param.name} == '{OWN}' ? datum['{axis}_own'] : datum['{axis}'] == {param.name}"
+            if param.value == OWN else alt.datum[axis] == param)
     return chart
 
 

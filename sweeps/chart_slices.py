@@ -73,6 +73,7 @@ MAX_ROWS = 15_000
 FLOOR = 4  # values a shown axis keeps before a GPU or model is cut
 CUT_LAST = ("gpu", "model")  # a GPU or model cut from a chart is hidden entirely
 SIGNIFICANT_DIGITS = 4
+OWN = "own"  # the opening choice of a structure axis's menu: each model's own value
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,21 @@ class ChartSlice:
     fixed: dict[str, Any] = field(default_factory=dict)
     # structure axes held at each model's own value: axis -> {model: value}
     native: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # held axes kept whole for a menu: axis -> the value it opens on
+    # held axes offered as menus: axis -> the value it opens on (OWN: each model's own)
     menus: dict[str, Any] = field(default_factory=dict)
+    # each shown axis's opening value (what a changed menu draws of an axis not in menu_over)
+    opening: dict[str, Any] = field(default_factory=dict)
+    # the shown axes a changed menu is drawn over (the others stay at their opening value)
+    menu_over: tuple[str, ...] = ()
 
     def values(self, axis: str) -> list:
         return self.kept.get(axis, [])
+
+    @property
+    def menu_columns(self) -> list[str]:
+        """The columns the menus filter on: each menu's axis, and for a structure axis
+        the flag of the rows at each model's own value (`<axis>_own`)."""
+        return [*self.menus, *(f"{a}_own" for a, v in self.menus.items() if v == OWN)]
 
     def subtitle(self, *notes: str) -> list[str]:
         def held_value(axis: str, value: Any) -> str:
@@ -98,11 +109,23 @@ class ChartSlice:
 
         held = [held_value(a, v) for a, v in self.fixed.items()]
         models = set(self.values("model"))
-        held += [f"{LABELS[a]}: each model's own ("
-                 + ", ".join(f"{m} {show(v)}" for m, v in own.items() if m in models) + ")"
-                 for a, own in self.native.items() if a not in self.fixed]
+
+        def own_values(axis: str) -> str:
+            return ", ".join(f"{m} {show(v)}" for m, v in self.native[axis].items()
+                             if m in models)
+
+        held += [f"{LABELS[a]}: each model's own ({own_values(a)})"
+                 for a in self.native if a not in self.fixed and a not in self.menus]
         line = " · ".join(held)
-        menus = " · ".join(f"{LABELS[a]} (opens on {show(v)})" for a, v in self.menus.items())
+        menus = " · ".join(
+            f"{LABELS[a]} (opens on {LABELS[a]}: each model's own ({own_values(a)}))"
+            if v == OWN
+            else f"{LABELS[a]} (opens on {show(v)})" for a, v in self.menus.items())
+        if menus:
+            over = [a for a in self.kept if a not in self.menus and a not in self.menu_over]
+            menus += " · one menu away from its opening value at a time" + (
+                "; then " + ", ".join(f"{LABELS[a]} {show(self.opening[a])}" for a in over)
+                + " only" if over else "")
         return [text for text in (f"held fixed: {line}" if line else "",
                                   f"menus: {menus}" if menus else "", *notes) if text]
 
@@ -177,7 +200,8 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
                axes: Dimensions | None = None,
                prefer: Mapping[str, str] | None = None, rows_per_point: int = 1,
                grid: Mapping[str, Any] | None = None,
-               menus: Sequence[str] = ()) -> ChartSlice:
+               menus: Sequence[str] = (),
+               menu_over: Sequence[str] | None = None) -> ChartSlice:
     """The bounded slice of `frame` a chart draws.
 
     `shown` maps each axis the chart displays to the most values it keeps; `metrics` are
@@ -198,9 +222,12 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
     held at each model's own value (from `grid`, the manifest, else the shipped spec),
     the representative only for a model whose own value the grid lacks. A shown axis
     keeps the representative among its values, so that what one chart holds another
-    draws. Each axis of `menus` that would be held is kept whole instead, for a menu that
-    opens on its representative (`ChartSlice.menus`), while the rows stay within budget
-    (in the order given); the others stay held.
+    draws. Each axis of `menus` that would be held becomes a menu opening on its
+    representative (a structure axis: on each model's own, `OWN`), its rows a star around
+    the opening values: each menu's other values with the other menus at their opening,
+    over the shown axes in `menu_over` (default: all; the others at their opening value).
+    While those rows exceed the budget the menu with the most values is thinned (to no
+    fewer than two), then the last menus (in the order given) stay held.
     """
     import polars as pl
 
@@ -227,25 +254,47 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
     kept = {a: _with_representative(v, distinct[a], rules.get(a, "median"))
             for a, v in kept.items()}
     budget, size = MAX_ROWS // rows_per_point, math.prod(len(v) for v in kept.values())
-    chosen_menus = {}
-    for axis in menus:  # a held axis becomes a menu while the rows stay within budget
-        if (axis in held_axes and not (fixed and axis in fixed)
-                and len(distinct[axis]) > 1 and size * len(distinct[axis]) <= budget):
-            chosen_menus[axis] = _pick(distinct[axis], rules.get(axis, "median"))
-            size *= len(distinct[axis])
-    if chosen_menus:
-        dimensions = [d for d in dimensions if not set(d) & set(chosen_menus)]
-        held_axes = [a for d in dimensions for a in d]
-        kept |= {a: distinct[a] for a in chosen_menus}
-        shown_axes += list(chosen_menus)
-    for axis in shown_axes:
-        lazy = lazy.filter(pl.col(axis).is_in(kept[axis]))
     models = kept.get("model") or distinct.get("model") or []
     native = {a: _native_values(a, models, distinct[a], rules.get(a, "median"), grid)
               for a in STRUCTURE_AXES if a in held_axes and "model" in present
               and not (fixed and a in fixed) and len(distinct[a]) > 1
               and not set(STRUCTURE_AXES) & set(shown_axes)}  # shown: the others follow
     native = {a: own for a, own in native.items() if own}
+
+    def own_value(axis: str):
+        return pl.col("model").cast(pl.String).replace_strict(native[axis], default=None)
+
+    over = [a for a in (shown_axes if menu_over is None else menu_over) if a in kept]
+    opening = {a: _opening(kept[a], distinct[a], rules.get(a, "median")) for a in kept}
+    offered: dict[str, list] = {}
+    for axis in menus:  # one menu per dimension: a zipped partner follows it
+        dimension = next((d for d in dimensions if axis in d), ())
+        if (axis in held_axes and not (fixed and axis in fixed) and len(distinct[axis]) > 1
+                and not set(dimension) & set(offered)):
+            offered[axis] = distinct[axis]
+    menu_values = _fit_menus(offered, rules, budget - size,
+                             math.prod(len(kept[a]) for a in over),
+                             {a: set(own.values()) for a, own in native.items()})
+    chosen_menus = {a: OWN if a in native else _pick(distinct[a], rules.get(a, "median"))
+                    for a in menu_values}
+    if chosen_menus:
+        dimensions = [d for d in dimensions if not set(d) & set(chosen_menus)]
+        held_axes = [a for d in dimensions for a in d]
+        kept |= menu_values
+    for axis in shown_axes + list(chosen_menus):
+        lazy = lazy.filter(pl.col(axis).is_in(kept[axis]))
+    if chosen_menus:
+        # a star around the opening values: each menu's other values with every other
+        # menu at its opening, over the `over` axes only (the rows stay within budget)
+        away = pl.sum_horizontal([
+            (pl.col(a) != (own_value(a) if v == OWN else pl.lit(v))).cast(pl.Int32)
+            for a, v in chosen_menus.items()])
+        still = [pl.col(a) == opening[a] for a in shown_axes if a not in over]
+        lazy = lazy.filter((away == 0) | ((away == 1) & pl.all_horizontal(still))
+                           if still else away <= 1)
+        lazy = lazy.with_columns((pl.col(a) == own_value(a)).alias(f"{a}_own")
+                                 for a, v in chosen_menus.items() if v == OWN)
+        shown_axes += list(chosen_menus)
     for dimension in dimensions:
         given = [a for a in dimension if fixed and a in fixed]
         # zipped axes: hold the one with the most values, its partners follow
@@ -255,8 +304,7 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
             if axis in given:
                 value = _check_fixed(axis, fixed[axis], distinct[axis])
             elif axis in native:
-                value = pl.col("model").cast(pl.String).replace_strict(native[axis],
-                                                                       default=None)
+                value = own_value(axis)
             elif len(distinct[axis]) < 2:
                 continue
             elif axes is None and shown_axes:
@@ -266,13 +314,15 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
             lazy = lazy.filter(pl.col(axis) == value)
     chosen = [a for a in held_axes if len(distinct[a]) > 1]
     wanted = [m for m in metrics if m in present and m not in shown_axes]
+    flags = [f"{a}_own" for a, v in chosen_menus.items() if v == OWN]
     # One row per shown combination, even if a column varies that no one declared an
     # axis (a frame passed without its manifest, with a column this module does not know).
-    data = (lazy.select(list(dict.fromkeys(shown_axes + chosen + wanted)))
+    data = (lazy.select(list(dict.fromkeys(shown_axes + chosen + wanted + flags)))
             .unique(subset=shown_axes, keep="first").sort(shown_axes).collect())
     held = {a: data[a][0] for a in chosen if data.height and data[a].n_unique() == 1}
-    data = tidy(pl, data.select(shown_axes + wanted))
-    return ChartSlice(data=data, kept=kept, fixed=held, native=native, menus=chosen_menus)
+    data = tidy(pl, data.select(shown_axes + wanted + flags))
+    return ChartSlice(data=data, kept=kept, fixed=held, native=native, menus=chosen_menus,
+                      opening=opening, menu_over=tuple(over))
 
 
 def _with_representative(kept: list, values: list, rule: str) -> list:
@@ -286,6 +336,39 @@ def _with_representative(kept: list, values: list, rule: str) -> list:
     nearest = min(inner, key=lambda i: abs(math.log(kept[i] / representative))
                   if kept[i] > 0 and representative > 0 else abs(kept[i] - representative))
     return sorted({*kept[:nearest], representative, *kept[nearest + 1:]})
+
+
+def _opening(kept: list, values: list, rule: str) -> Any:
+    """The value a shown axis opens on: its representative when kept, else its first."""
+    representative = _pick(values, rule)
+    return representative if representative in kept else kept[0]
+
+
+def _fit_menus(offered: Mapping[str, list], rules: Mapping[str, str], room: int,
+               unit: int, required: Mapping[str, Any]) -> dict[str, list]:
+    """The values each menu keeps: every value of a menu but the one it opens on costs
+    `unit` rows of the `room` left; the menu with the most values is thinned first (down
+    to two), then the last menus are dropped. A menu keeps its representative, and the
+    values in `required` (a structure axis: each model's own)."""
+    def thinned(axis: str, count: int) -> list:
+        values = offered[axis]
+        must = set(required.get(axis, ())) or {_pick(values, rules.get(axis, "median"))}
+        picked = set(spread(values, count))
+        while len(picked | must) > max(count, len(must)):  # make room for what must stay
+            picked.discard(next(v for v in reversed(values) if v in picked - must))
+        return [v for v in values if v in picked | must]
+
+    counts = {axis: len(values) for axis, values in offered.items()}
+    while counts:
+        kept = {axis: thinned(axis, count) for axis, count in counts.items()}
+        if unit * sum(len(v) - 1 for v in kept.values()) <= room:
+            return kept
+        widest = max(counts, key=lambda a: len(kept[a]))
+        if len(kept[widest]) > max(2, len(set(required.get(widest, ())))):
+            counts[widest] = len(kept[widest]) - 1
+        else:
+            counts.popitem()
+    return {}
 
 
 def spec_entries(grid: Mapping[str, Any] | None, kind: str) -> dict[str, dict]:

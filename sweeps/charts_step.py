@@ -38,6 +38,10 @@ from rooftui.sweeps.chart_slices import (
 )
 
 LOG_Y = "log_y"  # the throughput chart's log/linear toggle (tokens/s spans decades)
+# every held axis a step chart offers as a menu, the most useful first (kept while the
+# rows allow; see `take_slice`)
+STEP_MENUS = ("context", "kv_dtype", "mfu_assumed", "prefill", "group_size", "compute_dtype",
+              "weight_dtype", "tp")
 
 if TYPE_CHECKING:
     import altair as alt
@@ -64,8 +68,8 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                                             for m in ("flops", "time_s", "intensity", "bound")]
     chart_slice = take_slice(frame, {"gpu": 8, "compute_dtype": 3, "model": 12, "batch": 12},
                              metrics, fixed=fixed, axes=axes, rows_per_point=len(parts),
-                             grid=grid, menus=("context", "kv_dtype", "mfu_assumed", "prefill"))
-    held_menus = list(chart_slice.menus)
+                             grid=grid, menus=STEP_MENUS, menu_over=("gpu", "model", "batch"))
+    held_menus = chart_slice.menu_columns
     data = with_memory_note(pl, chart_slice.data, grid)
     if "compute_dtype" not in data.columns:
         data = data.with_columns(compute_dtype=pl.lit(chart_slice.fixed.get("compute_dtype",
@@ -189,8 +193,8 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
         frame, {"gpu": 16, "model": 12, "context": 8, "batch": 24},
         ["tokens_per_s", "per_user_tokens_per_s", "step_time_s", "attention_share",
          "max_batch", *MEMORY_COLUMNS], fixed=fixed, axes=axes, grid=grid,
-        menus=("kv_dtype", "mfu_assumed", "compute_dtype", "prefill"))
-    held_menus = list(chart_slice.menus)
+        menus=STEP_MENUS, menu_over=("gpu", "model", "batch"))
+    held_menus = chart_slice.menu_columns
     data = chart_slice.data.filter(positive(pl, "batch", "tokens_per_s"))
     if data.is_empty():
         return empty_chart(alt, title, "no decode step (batch > 0) in these results")
@@ -279,7 +283,7 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
     chart_slice = take_slice(frame, {"model": 12, group: 8, "context": 32},
                              ["intensity_ceiling", "intensity", "batch", *MEMORY_COLUMNS],
                              fixed=fixed, axes=axes, prefer={"batch": "max"}, grid=grid,
-                             menus=("kv_dtype",))
+                             menus=STEP_MENUS)
     data = chart_slice.data.filter(positive(pl, "context", "intensity_ceiling")).rename(
         {group: "group", "intensity_ceiling": "ceiling"})
     if data.is_empty():
@@ -377,14 +381,15 @@ def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
     chart_slice = take_slice(
         frame, {"gpu": 16, "model": 12, "batch": 16, "context": 16},
         ["attention_share", "step_time_s", "tokens_per_s", "bound", *MEMORY_COLUMNS],
-        fixed=fixed, axes=axes, grid=grid, menus=("kv_dtype", "mfu_assumed", "prefill"))
+        fixed=fixed, axes=axes, grid=grid, menus=STEP_MENUS,
+        menu_over=("model", "batch", "context"))
     data = chart_slice.data.filter(pl.col("attention_share").is_not_null())
     if data.is_empty():
         return empty_chart(alt, title, "no step with a finite attention share in these results")
     data = with_memory_note(pl, data if "fits" in data.columns
                             else data.with_columns(fits=pl.lit(True)), grid)
     cells = data.select("gpu", "model", "batch", "context", "fits", "bound", "memory",
-                        *chart_slice.menus,
+                        *chart_slice.menu_columns,
                         attention=pl.col("attention_share"), tok_s=pl.col("tokens_per_s"),
                         step_ms=rounded(pl, pl.col("step_time_s") * 1e3))
     bands = [f"{b}–{b + BAND_WIDTH} %" for b in range(0, 100, BAND_WIDTH)]
@@ -441,13 +446,13 @@ def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None
         frame, {"gpu": 8, "model": 12, "batch": 12},
         [f"{p}_time_s" for p in parts] + ["step_time_s", "tokens_per_s", *MEMORY_COLUMNS],
         fixed=fixed, axes=axes, rows_per_point=len(parts), grid=grid,
-        menus=("context", "kv_dtype", "mfu_assumed", "prefill"))
+        menus=STEP_MENUS)
     steps = chart_slice.data
     steps = with_memory_note(pl, steps if "fits" in steps.columns
                              else steps.with_columns(fits=pl.lit(True)), grid)
     data = pl.concat([
         steps.select(
-            "gpu", "model", "batch", "fits", "memory", *chart_slice.menus,
+            "gpu", "model", "batch", "fits", "memory", *chart_slice.menu_columns,
             part=pl.lit(PART_LABELS[p]),
             ms=rounded(pl, pl.col(f"{p}_time_s") * 1e3),
             step_ms=rounded(pl, pl.col("step_time_s") * 1e3), tok_s=pl.col("tokens_per_s"))
@@ -461,7 +466,7 @@ def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None
     # model, on any GPU): it never sets the shared axis; its real time is in the tooltip.
     scaled = alt.Chart(data).transform_calculate(
         fit_ms="datum.fits ? datum.step_ms : null").transform_joinaggregate(
-        cap_ms="max(fit_ms)", groupby=["model", *chart_slice.menus]).transform_calculate(
+        cap_ms="max(fit_ms)", groupby=["model", *chart_slice.menu_columns]).transform_calculate(
         shown_ms="datum.fits || !isValid(datum.cap_ms) ? datum.ms "
                  ": datum.ms * min(1, datum.cap_ms / datum.step_ms)")
     bars = only_chosen(alt, scaled, models).mark_bar().encode(

@@ -107,7 +107,8 @@ def test_the_throughput_chart_matches_the_model_as_it_is(result_dir, made):
     3,330 tok/s (its own 8 KV heads), not the 2,148 of a 16-KV-head variant."""
     point = [r for r in rows(made["throughput_vs_batch"]) if r.get("gpu") == "h100-sxm"
              and r.get("model") == "llama-3-8b" and r.get("context") == 4096
-             and r.get("batch") == 32 and r.get("kv_dtype") == "bf16"]
+             and r.get("batch") == 32 and r.get("kv_dtype") == "bf16"
+             and r.get("group_size_own")]  # as the page opens: each model's own group size
     assert [round(r["tok_s"]) for r in point] == [3330]
 
 
@@ -172,16 +173,27 @@ def test_the_roofline_has_one_hue_per_gpu_from_a_colour_blind_safe_palette(made)
 
 
 def test_held_axes_become_menus_while_the_rows_allow(result_dir, made):
-    """KV dtype (2 values) fits every chart's budget, as a menu opening on bf16; an
-    axis that would take the rows past `MAX_ROWS` stays held and is named as such."""
+    """KV dtype (2 values) fits every chart's budget, as a menu opening on bf16. A menu's
+    rows are a star around the opening values (one menu changed at a time), so a menu
+    costs its values, not their product with the others'; past the budget the widest
+    menu is thinned (keeping its opening value), and with no room left it stays held."""
     for name, spec in made.items():
         menu = params(spec)["kv_dtype_choice"]
         assert menu["value"] == "bf16" and menu["bind"]["options"] == ["bf16", "fp8"], name
         assert re.search(r"menus: .*KV \(opens on bf16\)", subtitle(spec)), name
-    wide = charts.take_slice(scan_results(result_dir), {"gpu": 8, "batch": 8}, [],
-                             axes=charts.declared_axes(read_manifest(result_dir)),
-                             menus=("kv_dtype", "context"), rows_per_point=charts.MAX_ROWS // 40)
-    assert wide.menus == {"kv_dtype": "bf16"} and wide.fixed["context"] == 4096
+    frame, axes = scan_results(result_dir), charts.declared_axes(read_manifest(result_dir))
+
+    def sliced(points: int):  # gpu 2 x batch 3 = 6 rows a value; `points` rows in all
+        return charts.take_slice(frame, {"gpu": 8, "batch": 8}, [], axes=axes,
+                                 menus=("kv_dtype", "context"),
+                                 rows_per_point=charts.MAX_ROWS // points)
+
+    wide = sliced(40)  # 34 rows left: 5 more values, KV's fp8 and 5 of 11 contexts
+    assert wide.menus == {"kv_dtype": "bf16", "context": 4096}
+    assert 4096 in wide.values("context") and len(wide.values("context")) == 5
+    assert wide.data.height == 6 * (1 + 1 + 4)
+    narrow = sliced(12)  # room for KV's fp8 only
+    assert narrow.menus == {"kv_dtype": "bf16"} and narrow.fixed["context"] == 4096
 
 
 def test_menus_are_bound_parameters(made):

@@ -161,11 +161,12 @@ def expected_marks(points: pl.DataFrame) -> dict[str, dict[str, int]]:
 
 # Menus: GPU and model, and the held axes kept whole while the rows allow (they open on
 # the value the others hold, so the marks counted above are the same).
-DROPDOWNS = {"roofline": ("gpu", "model", "context", "kv_dtype"),
-             "throughput_vs_batch": ("gpu", "model", "kv_dtype"),
+# Group size opens on each model's own ("own").
+DROPDOWNS = {"roofline": ("gpu", "model", "context", "kv_dtype", "group_size"),
+             "throughput_vs_batch": ("gpu", "model", "kv_dtype", "group_size"),
              "intensity_ceiling": ("model", "kv_dtype"),
-             "attention_share": ("gpu", "model", "kv_dtype"),
-             "gpu_comparison": ("model", "context", "kv_dtype")}
+             "attention_share": ("gpu", "model", "kv_dtype", "group_size"),
+             "gpu_comparison": ("model", "context", "kv_dtype", "group_size")}
 
 
 @pytest.mark.browser
@@ -179,7 +180,8 @@ def test_chart_renders_offline_in_chromium(result_dir, points, tmp_path, name):
         got = page.count(mark) if mark in page.marks else page.kinds()[mark]
         assert got == count, (mark, page.kinds(), sorted(page.marks))
     options = {"gpu": ["all", *GPUS] if name == "roofline" else GPUS, "model": MODELS,
-               "context": ["1024", "8192", "32768"], "kv_dtype": ["bf16", "fp8"]}
+               "context": ["1024", "8192", "32768"], "kv_dtype": ["bf16", "fp8"],
+               "group_size": ["own", "1", "4", "8"]}
     assert page.selects == {f"{axis}_choice": options[axis] for axis in DROPDOWNS[name]}
 
 
