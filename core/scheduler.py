@@ -64,6 +64,7 @@ from rooftui.core.errors import SpecError
 from rooftui.core.prefix_cache import CacheConfig, ServingCache
 from rooftui.core.step import StepInputs
 from rooftui.core.step_costs import StepCosts
+from rooftui.core.step_log import STEP_COLUMNS, StepLog, decode_stretch, time_untimed
 from rooftui.core.workloads import Requests
 
 POLICIES = ("static", "continuous", "chunked")
@@ -71,6 +72,7 @@ KV_ADMISSIONS = ("reserve", "paged")
 DEFAULT_TOKEN_BUDGET = 512
 PAGED_WATERMARK = 0.01  # share of blocks kept free when admitting (vLLM's default)
 PERCENTILES = (50, 90, 99)
+STRETCH_STEPS = 32  # decode-only steps from which a stretch is timed in numpy
 
 
 @dataclass(frozen=True)
@@ -112,43 +114,6 @@ class SchedulerConfig:
 
 # ---------------------------------------------------------------------------------------
 # simulation
-
-# per step: start and duration; decode sequences and their summed context; prefill
-# tokens and chunks; requests waiting and running (admitted, unfinished) when it started;
-# KV tokens held (reserved tokens, or allocated blocks times the block size)
-STEP_COLUMNS = ("start_s", "duration_s", "decode_tokens", "decode_context_tokens",
-                "prefill_tokens", "prefill_chunks", "waiting", "running", "kv_tokens")
-
-
-class StepLog(Mapping):
-    """STEP_COLUMNS from the dynamic loop's flat records ((start, duration) and the seven
-    counts, per step), split into columns when first read: a rate search that reads only
-    the requests' times never pays for the conversion."""
-
-    def __init__(self, times: array, counts: array) -> None:
-        self._records: tuple[array, array] | None = (times, counts)
-        self._columns: dict[str, np.ndarray] = {}
-
-    def _split(self) -> dict[str, np.ndarray]:
-        if self._records is not None:
-            times, counts = self._records
-            time_columns = np.ascontiguousarray(np.frombuffer(times, np.float64).reshape(-1, 2).T)
-            count_columns = np.ascontiguousarray(
-                np.frombuffer(counts, np.int64).reshape(-1, len(STEP_COLUMNS) - 2).T)
-            self._columns = dict(zip(STEP_COLUMNS, [*time_columns, *count_columns],
-                                     strict=True))
-            self._records = None
-        return self._columns
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self._split()[name]
-
-    def __iter__(self):
-        return iter(STEP_COLUMNS)
-
-    def __len__(self) -> int:
-        return len(STEP_COLUMNS)
-
 
 @dataclass(frozen=True)
 class Simulation:
@@ -333,50 +298,6 @@ def _run_static(costs: StepCosts, config: SchedulerConfig, requests: Requests) -
                       resume_gaps_s=np.array([]), kv_capacity_tokens=capacity)
 
 
-STRETCH_STEPS = 32  # decode-only steps from which a stretch is timed in numpy
-
-
-def _decode_stretch(costs: StepCosts, batch: int, sum_context: int, sum_window: float,
-                    below: int, limit: int, now: float, coming: float,
-                    logged: tuple[int, int, int], paged: tuple | None):
-    """Up to `limit` steps of `batch` decodes alone from `now`, stopping after the step
-    that reaches `coming` (an arrival) and, with `paged` (step, blocks needed per residue,
-    blocks in use, blocks), before a step whose new blocks do not fit: what the dynamic
-    loop's decode stretch runs step by step, to the bit (durations from
-    `StepCosts.decode_times`; the clock summed in step order by np.add.accumulate).
-    `logged`: the waiting and running counts and KV tokens the records carry. Returns
-    (steps run, the clock after them, blocks in use, the step records for `times` and
-    `counts`)."""
-    steps = np.arange(limit)
-    contexts = sum_context + batch * steps
-    durations = costs.decode_times(batch, contexts, sum_window + below * steps)
-    clock = np.add.accumulate(np.concatenate(([now], durations)))  # each step's start
-    ran = limit
-    if coming != math.inf:
-        reached = np.flatnonzero(clock[1:] >= coming)
-        if reached.size:
-            ran = int(reached[0]) + 1
-    waiting, running, kv_tokens = logged
-    kv_used = kv_tokens  # reserved tokens, unless paged
-    if paged is not None:
-        step, bucket, kv_used, total_blocks = paged
-        block = len(bucket)
-        held = kv_used + np.cumsum(np.array(bucket)[(-(step + steps)) % block])
-        ran = min(ran, int(np.searchsorted(held, total_blocks, side="right")))
-        if ran == 0:
-            return 0, now, kv_used, None, None
-        kv_used = int(held[ran - 1])
-        kv_tokens = held[:ran] * block
-    records = np.empty((ran, 2))
-    records[:, 0] = clock[:ran]
-    records[:, 1] = durations[:ran]
-    tallies = np.zeros((ran, len(STEP_COLUMNS) - 2), np.int64)
-    tallies[:, 0] = batch
-    tallies[:, 1] = contexts[:ran]
-    tallies[:, 4:] = np.column_stack(np.broadcast_arrays(waiting, running, kv_tokens))
-    return ran, float(clock[ran]), kv_used, records.tobytes(), tallies.tobytes()
-
-
 def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                  cache: ServingCache | None = None, sessions=None) -> Simulation:
     """Continuous batching and chunked prefill: one Python iteration per step, O(1) work
@@ -445,6 +366,16 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
     times = array("d")  # machine doubles and 64-bit integers: numpy reads them in place
     counts = array("q")
     log_times, log_counts = times.extend, counts.extend
+    # Once every request has arrived (no cache, no sessions: nothing else waits on the
+    # clock), the order of the steps no longer depends on their times: from then on
+    # (`untimed_from`) the steps are logged untimed and timed all at once at the end
+    # (StepCosts.step_times), `now` counting steps; a request's time is then the end of
+    # the step it was set after (an int), resolved at the end.
+    untimed_from = None
+    untimed_start = 0.0  # the clock at `untimed_from`
+    windows = array("d")  # per untimed step (windowed models): summed min(context, window)
+    chunk_log = array("q")  # per untimed chunk: (step, tokens, cached)
+    log_window, log_chunk = windows.append, chunk_log.extend
 
     def leave_decoding(request: int, context: int) -> None:
         nonlocal sum_context, sum_window, below_window
@@ -497,6 +428,9 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
             now = min(arrival[timed[next_arrival]] if next_arrival < timed_count else math.inf,
                       released[0][0] if released else math.inf)
             continue
+        if untimed_from is None and next_arrival == timed_count and successor is None \
+                and cache is None:
+            untimed_from, untimed_start, now = step, now, step
         in_system_waiting, in_system_running = len(waiting), len(running)
         if windowed:
             while window_heap and window_heap[0][0] <= step:
@@ -522,13 +456,20 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                 limit = min(limit, (coming - now) // decode_time(
                     batch, sum_context, sum_window if windowed else sum_context) + 2)
             if limit >= STRETCH_STEPS:  # a long stretch: its steps at once, in numpy
-                ran, now, kv_used, stretch_times, stretch_counts = _decode_stretch(
-                    costs, batch, sum_context, sum_window if windowed else sum_context,
-                    below_window if windowed else batch, int(limit), now, coming,
-                    (in_system_waiting, in_system_running, kv_held),
-                    (step, bucket, kv_used, total_blocks) if paged else None)
+                ran, now, kv_used, stretch_times, stretch_counts, stretch_windows = \
+                    decode_stretch(costs, batch, sum_context,
+                                    sum_window if windowed else sum_context,
+                                    below_window if windowed else batch, int(limit),
+                                    None if untimed_from is not None else now, coming,
+                                    (in_system_waiting, in_system_running, kv_held),
+                                    (step, bucket, kv_used, total_blocks) if paged else None)
+                if untimed_from is not None:
+                    now = step + ran
                 if ran:
-                    times.frombytes(stretch_times)
+                    if untimed_from is None:
+                        times.frombytes(stretch_times)
+                    elif windowed:
+                        windows.frombytes(stretch_windows)
                     counts.frombytes(stretch_counts)
                     sum_context += batch * ran
                     sum_window += below_window * ran
@@ -540,9 +481,14 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                     if kv_used + needed > total_blocks:
                         break  # a preemption: the full step below handles it
                     kv_used += needed
-                duration = decode_time(batch, sum_context,
-                                       sum_window if windowed else sum_context)
-                log_times((now, duration))
+                if untimed_from is None:
+                    duration = decode_time(batch, sum_context,
+                                           sum_window if windowed else sum_context)
+                    log_times((now, duration))
+                else:
+                    duration = 1
+                    if windowed:
+                        log_window(sum_window)
                 log_counts((batch, sum_context, 0, 0, in_system_waiting, in_system_running,
                             kv_used * block if paged else kv_held))
                 now += duration
@@ -610,12 +556,19 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
 
         if not batch and not chunks:
             raise RuntimeError(f"simulator stalled at step {step}: nothing runnable")
-        duration = step_time(batch, sum_context, sum_window if windowed else sum_context,
-                             chunks)
-        if load > duration:  # the step's layers wait for their loaded KV
-            load_stall += load - duration
-            duration = load
-        log_times((now, duration))
+        if untimed_from is None:
+            duration = step_time(batch, sum_context, sum_window if windowed else sum_context,
+                                 chunks)
+            if load > duration:  # the step's layers wait for their loaded KV
+                load_stall += load - duration
+                duration = load
+            log_times((now, duration))
+        else:
+            duration = 1
+            if windowed:
+                log_window(sum_window)
+            for take, cached in chunks:
+                log_chunk((step, take, cached))
         log_counts((batch, sum_context, prefill, len(chunks), in_system_waiting,
                     in_system_running, kv_used * block if paged else kv_used))
         now += duration
@@ -647,7 +600,8 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
             if emitted == 1:
                 first[request] = now
             else:
-                resume_gaps.append(now - last_emit[request])
+                resume_gaps.append(now - last_emit[request] if untimed_from is None
+                                   else (last_emit[request], now))
             if emitted == output_tokens[request]:
                 held = running.pop(request)
                 kv_used -= held
@@ -670,6 +624,10 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                 bucket[(context - 1 - k0) % block] += 1
         step += 1
 
+    if untimed_from is not None:
+        first, finish, resume_gaps = time_untimed(
+            costs, untimed_from, untimed_start, times, counts,
+            windows if windowed else None, chunk_log, (first, finish, resume_gaps))
     return Simulation(config=config, requests=requests, first_token_s=np.array(first),
                       finish_s=np.array(finish), preemptions=np.array(preempted, np.int64),
                       steps=StepLog(times, counts), resume_gaps_s=np.array(resume_gaps),

@@ -318,6 +318,42 @@ class StepCosts:
         decode-only steps)."""
         return self.times(*self.decode_arrays(batch, sum_context, sum_window_context), batch)
 
+    def step_times(self, batch: np.ndarray, sum_context: np.ndarray,
+                   sum_window_context: np.ndarray, chunk_step: np.ndarray,
+                   chunk_tokens: np.ndarray, chunk_cached: np.ndarray) -> np.ndarray:
+        """`time` of many steps at once, to the bit: step k runs batch[k] decodes with
+        these summed contexts plus the chunks whose chunk_step is k (in their order; a
+        step's chunks consecutive). Each chunk's quadratic is `time`'s, term for term, and
+        a step's chunks are summed one rank at a time, as `time` sums them."""
+        batch = np.asarray(batch, np.int64)
+        flops, nbytes = self.decode_arrays(batch, sum_context, sum_window_context)
+        tokens, sequences = batch.copy(), batch.copy()
+        if chunk_step.size:
+            n, c = chunk_tokens.astype(np.float64), chunk_cached.astype(np.float64)
+            regime = np.where(c + n <= self.window, 0, np.where(c < self.window, 1, 2))
+            origins = np.array(self._chunk_origins)
+            u, v = n - origins[regime, 0], c - origins[regime, 1]
+            monomials = (u, v, u * u, u * v, v * v)
+            starts = np.flatnonzero(np.diff(chunk_step, prepend=-1))  # each step's first chunk
+            rank = np.arange(chunk_step.size) - np.repeat(starts, np.diff(starts,
+                                                                            append=chunk_step.size))
+            ranks = [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)]
+            for i, terms in enumerate(self._terms):
+                for kind, totals in ((terms[-2], flops), (terms[-1], nbytes)):
+                    if totals is nbytes and i == self.gemm:
+                        continue  # the weights: read once per step (`times`)
+                    f00, *slopes = np.array(kind)[regime].T
+                    value = f00
+                    for slope, monomial in zip(slopes, monomials, strict=True):
+                        value = value + slope * monomial
+                    summed = np.zeros(batch.shape)
+                    for chunks in ranks:
+                        summed[chunk_step[chunks]] += value[chunks]
+                    totals[i] = totals[i] + summed
+            np.add.at(tokens, chunk_step, chunk_tokens)
+            np.add.at(sequences, chunk_step, 1)
+        return self.times(flops, nbytes, tokens, sequences)
+
     def times(self, flops: list[np.ndarray], nbytes: list[np.ndarray],
               tokens: np.ndarray, sequences: np.ndarray | None = None) -> np.ndarray:
         """Step times from per-part FLOPs and bytes arrays and each step's total tokens

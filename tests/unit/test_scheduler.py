@@ -99,6 +99,28 @@ def test_decode_times_of_a_stretch_are_time_to_the_bit(name, batch, contexts):
     assert costs.decode_times(batch, sums, windows).tolist() == expected
 
 
+STEPS = st.lists(st.tuples(st.integers(0, 256), st.integers(1, 20_000), st.lists(
+    st.tuples(st.integers(1, 8192), st.integers(0, 20_000)), max_size=5)), min_size=1,
+    max_size=30).filter(lambda steps: all(batch or chunks for batch, _, chunks in steps))
+
+
+@pytest.mark.parametrize("name", CALIBRATED)
+@settings(max_examples=25, deadline=None)
+@given(steps=STEPS)
+def test_step_times_of_logged_steps_are_time_to_the_bit(name, steps):
+    config = CALIBRATED[name]
+    costs = StepCosts(config.step_inputs(), config.assumptions, 256)
+    batch = np.array([b for b, _, _ in steps])
+    sums = np.array([b * s for b, s, _ in steps])
+    windows = np.array([b * min(s, costs.window) for b, s, _ in steps])
+    chunks = np.array([(k, n, c) for k, (_, _, pieces) in enumerate(steps) for n, c in pieces]
+                      ).reshape(-1, 3)
+    expected = [costs.time(int(b), int(s), float(w), pieces)
+                for b, s, w, (_, _, pieces) in zip(batch, sums, windows, steps, strict=True)]
+    got = costs.step_times(batch, sums, windows, chunks[:, 0], chunks[:, 1], chunks[:, 2])
+    assert got.tolist() == expected
+
+
 @pytest.mark.parametrize("policy, admission, arrival", [
     ("continuous", "reserve", "poisson:rate=0.7"), ("chunked", "paged", "poisson:rate=2"),
     ("chunked", "reserve", "gamma:rate=1,cv=3")])
