@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -200,6 +201,16 @@ class Efficiency:
         dtype does not quantise), the rest stay. For the step model and a fit's
         predictions only: its arrays are not checked again (each value was)."""
         codes = np.asarray(codes)
+        chosen = object.__new__(Efficiency)  # past __post_init__: its fields are arrays
+        for field in fields(Efficiency):
+            object.__setattr__(chosen, field.name, getattr(self, field.name))
+        for name, by_code in self._gemm_by_code.items():
+            object.__setattr__(chosen, name, by_code[codes])
+        return chosen
+
+    @cached_property
+    def _gemm_by_code(self) -> dict[str, np.ndarray]:
+        """Each GEMM parameter per dtype code (built once: every step evaluation asks)."""
         selected = {}
         for name in GEMM_PARAMETERS:
             base = 0.0 if name == "activation_quant_bytes" else getattr(self, name)
@@ -209,12 +220,8 @@ class Efficiency:
                          if name != "activation_quant_bytes" or table in QUANTISING_TABLES
                          else 0.0)
                 by_code[[DTYPE_NAMES.index(f) for f in formats]] = value
-            selected[name] = by_code[codes]
-        chosen = object.__new__(Efficiency)  # past __post_init__: its fields are arrays
-        for field in fields(Efficiency):
-            object.__setattr__(chosen, field.name, selected.get(field.name,
-                                                               getattr(self, field.name)))
-        return chosen
+            selected[name] = by_code
+        return selected
 
 
 _IDEAL = Efficiency()  # built once: is_ideal runs on every step evaluation

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -27,6 +28,7 @@ from rooftui.core.efficiency import (
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.model import load_model
+from rooftui.core.step import StepInputs
 from rooftui.core.tables import dtype_code
 
 H100 = load_gpu("h100-sxm")
@@ -198,10 +200,11 @@ def _grid_point(efficiency: Efficiency, **step):
 
 @settings(max_examples=40, deadline=None)
 @given(efficiencies(), st.integers(0, 512), st.integers(1, 32768), st.integers(0, 4096),
-       st.sampled_from([1, 2, 4, 8]))
+       st.sampled_from([1, 2, 4, 8]), st.sampled_from(["bf16", "fp8"]))
 def test_a_calibrated_step_is_never_faster_than_the_roofline(efficiency, batch, context,
-                                                             prefill, tp):
-    step = {"batch": batch, "context": context, "prefill": prefill, "tp": tp}
+                                                             prefill, tp, weights):
+    step = {"batch": batch, "context": context, "prefill": prefill, "tp": tp,
+            "weight_dtype": weights}
     ideal = _grid_point(Efficiency(), **step)
     calibrated = _grid_point(efficiency, **step)
     assert calibrated["step_time_s"] >= ideal["step_time_s"] * (1 - 1e-12)
@@ -218,6 +221,19 @@ def test_the_largest_batch_under_a_budget_is_exact_under_any_efficiency(efficien
         assert _grid_point(efficiency, batch=int(best), context=context)["step_time_s"] <= budget
     assert _grid_point(efficiency, batch=int(best) + 1,
                        context=context)["step_time_s"] > budget
+
+
+@pytest.mark.skipif("compute_dtype" not in {f.name for f in dataclasses.fields(StepInputs)},
+                    reason="the step model does not take the compute dtype yet (the "
+                           "core/step.py patch of issue 16 is not applied)")
+def test_a_step_uses_its_compute_dtypes_gemm_values():
+    base = Efficiency(gemm_mbu=0.9, step_overhead_s=1e-3)
+    slow_fp8 = base.with_values({"fp8.gemm_mbu": 0.5})
+    decode = {"batch": 1, "context": 512}
+    for weights, changes in (("bf16", False), ("fp8", True)):
+        times = [_grid_point(e, weight_dtype=weights, **decode)["step_time_s"]
+                 for e in (base, slow_fp8)]
+        assert (times[1] > times[0]) == changes, weights
 
 
 def test_an_empty_step_costs_nothing_and_overheads_are_reported():
