@@ -10,18 +10,20 @@ end to end on 2 cores, < 500 MB peak at either size.
 
 `--charts N` instead times `sweep run` of the shipped grid with its charts against the
 same with `--no-charts`, alternately N times each into fresh folders (same machine, same
-load), and prints the median wall times, their ratio and the run's own chart seconds.
-Target (issue 19): with charts <= 1.5x the time without.
+load), and prints the median wall times, their ratio and the run's own chart seconds;
+`--before-tree DIR` adds the same from a checkout of an older commit (`git worktree add
+DIR REV`), in the same minutes. Target (issue 19): with charts <= 1.5x the time without.
 
     python benchmarks/bench_sweep_run.py                 # both sizes, --workers 2
     python benchmarks/bench_sweep_run.py --sizes 1M --workers 1
-    python benchmarks/bench_sweep_run.py --charts 5 --workers 1
+    python benchmarks/bench_sweep_run.py --charts 5 --workers 1 --before-tree /tmp/old
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -53,29 +55,42 @@ def sweep_command(grid: Path, out: Path, workers: int, charts: bool = False) -> 
             "--workers", str(workers), *([] if charts else ["--no-charts"]), "--json"]
 
 
-def charts_side_by_side(folder: Path, workers: int, repeats: int) -> None:
-    """`sweep run` of the shipped grid with and without its charts, alternately."""
+def charts_side_by_side(folder: Path, workers: int, repeats: int,
+                        before: Path | None) -> None:
+    """`sweep run` of the shipped grid with and without its charts, alternately; with
+    `before` (a checkout of an older commit, e.g. `git worktree add`) the same with the
+    package imported from there, in the same minutes."""
     grid = folder / "grid.toml"
     grid.write_text(grid_text("1M"), encoding="utf-8")
-    walls: dict[bool, list[float]] = {False: [], True: []}
-    chart_seconds = []
+    trees = {"now": dict(os.environ)}
+    if before is not None:  # `rooftui` resolved to the old checkout, ahead of this one
+        (folder / "before").mkdir()
+        (folder / "before" / "rooftui").symlink_to(before.resolve())
+        trees["before"] = {**os.environ, "PYTHONPATH": str(folder / "before")}
+    walls: dict[tuple[str, bool], list[float]] = {}
+    chart_seconds: dict[str, list[float]] = {}
     for repeat in range(repeats):
-        for charts in (False, True):
-            command = sweep_command(grid, folder / f"out-{repeat}-{charts}", workers, charts)
-            if repeat == 0:
-                print("command: " + " ".join(command))
-            began = time.perf_counter()
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
-            walls[charts].append(time.perf_counter() - began)
-            if charts:
-                chart_seconds.append(json.loads(done.stdout)["charts_seconds"])
-    without, with_charts = (statistics.median(walls[c]) for c in (False, True))
-    print(f"  --no-charts: median {without:.2f} s of "
-          + ", ".join(f"{w:.2f}" for w in walls[False]))
-    print(f"  with charts: median {with_charts:.2f} s of "
-          + ", ".join(f"{w:.2f}" for w in walls[True])
-          + f" (charts {statistics.median(chart_seconds):.2f} s in the run's summary)")
-    print(f"  ratio with / without: {with_charts / without:.2f}x (target <= 1.5x)")
+        for tree, environment in trees.items():
+            for charts in (False, True):
+                command = sweep_command(grid, folder / f"out-{tree}-{repeat}-{charts}",
+                                        workers, charts)
+                if repeat == 0 and tree == "now":
+                    print("command: " + " ".join(command))
+                began = time.perf_counter()
+                done = subprocess.run(command, capture_output=True, text=True, check=True,
+                                      env=environment)
+                walls.setdefault((tree, charts), []).append(time.perf_counter() - began)
+                if charts:
+                    chart_seconds.setdefault(tree, []).append(
+                        json.loads(done.stdout)["charts_seconds"])
+    for tree in trees:
+        without, with_charts = (statistics.median(walls[tree, c]) for c in (False, True))
+        print(f"  {tree}: --no-charts median {without:.2f} s of "
+              + ", ".join(f"{w:.2f}" for w in walls[tree, False])
+              + f"; with charts median {with_charts:.2f} s of "
+              + ", ".join(f"{w:.2f}" for w in walls[tree, True])
+              + f" (charts {statistics.median(chart_seconds[tree]):.2f} s in the summary); "
+              f"ratio {with_charts / without:.2f}x (target <= 1.5x)")
 
 
 def _descendants(root: int) -> list[int]:
@@ -140,6 +155,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--charts", type=int, metavar="N",
                         help="time the shipped grid with and without charts, N runs each")
+    parser.add_argument("--before-tree", type=Path, metavar="DIR",
+                        help="with --charts: also from this checkout of an older commit")
     parser.add_argument("--measure", nargs=3, metavar=("GRID", "OUT", "WORKERS"),
                         help=argparse.SUPPRESS)  # the wrapper process
     args = parser.parse_args()
@@ -151,7 +168,7 @@ def main() -> None:
     print(f"machine: {describe_machine()}")
     if args.charts:
         with tempfile.TemporaryDirectory(prefix="bench-sweep-run-") as tmp:
-            charts_side_by_side(Path(tmp), args.workers, args.charts)
+            charts_side_by_side(Path(tmp), args.workers, args.charts, args.before_tree)
         print(f"machine after: {describe_machine()}")
         return
     with tempfile.TemporaryDirectory(prefix="bench-sweep-run-") as tmp:

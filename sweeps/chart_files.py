@@ -128,6 +128,10 @@ def page_text(spec_json: str) -> str:
     return re.sub(r"{{ (\w+) }}", lambda field: fields[field[1]], PAGE)
 
 
+def write_page(path: Path, spec_json: str) -> None:
+    path.write_text(page_text(spec_json), encoding="utf-8")
+
+
 @contextlib.contextmanager
 def named_datasets():
     """Within: each polars frame a chart draws becomes a named dataset ("rows-N") when
@@ -221,7 +225,7 @@ def write_chart_files(chart: alt.TopLevelMixin, paths: Sequence[Path]) -> None:
         extension = path.suffix.removeprefix(".")
         with atomic_path(path) as temporary:
             if extension == "html":
-                temporary.write_text(page_text(spec_text(spec, frames)), encoding="utf-8")
+                write_page(temporary, spec_text(spec, frames))
                 continue
             if picture is None:
                 picture = spec_text(spec, default_rows(spec, frames))

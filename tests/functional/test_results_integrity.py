@@ -240,11 +240,11 @@ def test_a_kill_during_charts_is_rendered_by_the_rerun(grid_file, tmp_path, monk
 
 def test_charts_are_written_atomically(done, monkeypatch):
     """A failure while saving (a full disk) leaves neither a partial file nor a temporary."""
-    def full_disk(self, path, **_):
+    def full_disk(path, spec_json):
         Path(path).write_text("half a chart")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("altair.TopLevelMixin.save", full_disk)
+    monkeypatch.setattr("rooftui.sweeps.chart_files.write_page", full_disk)
     _, err = sweep("chart", done, "--only", "roofline", expect=2)
     assert err.count("\n") == 1 and "no space left" in err and "roofline.html" in err
     assert list((done / "charts").iterdir()) == []
