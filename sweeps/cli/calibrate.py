@@ -101,7 +101,7 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
     if not chosen:
         which = f"gpu {rows_gpu!r}" if rows_gpu else f"GPU {gpu}"
         raise click.UsageError(
-            f"no kernel or step rows for {which}"
+            f"no measured rows for {which}"
             + (f" in datasets matching {', '.join(datasets)}" if datasets else "")
             + (f" ({skipped[0]})" if skipped else "")
             + " (--rows-gpu picks rows by their gpu column)")
