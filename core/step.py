@@ -448,10 +448,9 @@ def evaluate_step(inputs: StepInputs, assumptions: Assumptions,
     budget. A large grid is evaluated in blocks of rows (`core.step_chunks`)."""
     blocks = step_chunks.row_blocks(inputs, tpot_budget)
     if blocks is not None:
-        grid, rows = blocks
-        out = step_chunks.joined([_evaluate(
-            step_chunks.sliced(inputs, block, grid), assumptions,
-            step_chunks.sliced(tpot_budget, block, grid)) for block in rows], rows, grid)
+        out = step_chunks.evaluated_in_blocks(
+            lambda block, budget: _evaluate(block, assumptions, budget), inputs, tpot_budget,
+            *blocks)
         if out is not None:
             return out
     return _evaluate(inputs, assumptions, tpot_budget)
