@@ -35,7 +35,7 @@ Converters read each published dataset (docs/validation.md names its repository,
 and path) by its header. Each returns datasets in this format, with notes on what was assumed
 and which rows were left out and why (models not shipped, derived or suspect rows, data
 that are not step, kernel or end-to-end times), filling the columns above from what the
-source says (SOURCES.md of the measured folder) and leaving blank what it does not record.
+source says (SOURCES.md in MEASURED_DIR) and leaving blank what it does not record.
 """
 
 from __future__ import annotations
