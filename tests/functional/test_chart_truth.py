@@ -196,6 +196,101 @@ def test_held_axes_become_menus_while_the_rows_allow(result_dir, made):
     assert narrow.menus == {"kv_dtype": "bf16"} and narrow.fixed["context"] == 4096
 
 
+# the grid's axes each chart holds (not plotted): every one a bound menu, except the GPU
+# and batch the intensity chart holds by design (its ridges and its largest batch)
+HELD_AXES = {"roofline": {"context", "kv_dtype", "group_size"},
+             "throughput_vs_batch": {"kv_dtype", "group_size"},
+             "intensity_ceiling": {"kv_dtype"},
+             "attention_share": {"kv_dtype", "group_size"},
+             "gpu_comparison": {"context", "kv_dtype", "group_size"}}
+
+
+def test_every_held_axis_has_a_bound_parameter(made):
+    for name, spec in made.items():
+        for axis in HELD_AXES[name]:
+            menu = params(spec)[f"{axis}_choice"]
+            assert len(menu["bind"]["options"]) > 1, (name, axis)
+            assert {r[axis] for r in rows(spec) if axis in r} >= {
+                o for o in menu["bind"]["options"] if o != "own"}, (name, axis)
+        held = next((line for line in spec["title"]["subtitle"]
+                     if line.startswith("held fixed")), "")
+        assert not any(LABELS[a] in held for a in HELD_AXES[name]), (name, held)
+    group = params(made["roofline"])["group_size_choice"]
+    assert group["value"] == "own" and group["bind"]["options"] == ["own", 1, 2, 4, 8]
+
+
+def test_a_menu_row_changes_one_held_axis_at_a_time(made):
+    """The rows behind the menus are a star around the opening values: each row is at
+    every menu's opening value but at most one, and the page opens on exactly the rows a
+    chart would hold without menus (a model's own group size, bf16 KV)."""
+    spec = made["throughput_vs_batch"]
+    data = [r for r in rows(spec) if "group_size_own" in r]
+    away = [(r["kv_dtype"] != "bf16") + (not r["group_size_own"]) for r in data]
+    assert max(away) == 1 and 0 in away
+    opening = [r for r, a in zip(data, away, strict=True) if a == 0]
+    assert all(r["group_size"] == OWN_GROUP[r["model"]] for r in opening)
+    # a changed menu draws the held context (4096) only, within the row budget
+    assert {r["context"] for r, a in zip(data, away, strict=True) if a} == {4096}
+    assert len(data) <= charts.MAX_ROWS
+
+
+def test_pictures_are_made_from_the_rows_the_page_opens_on(made, result_dir):
+    """PNG and SVG have no menus: they convert the spec cut to the menus' opening rows."""
+    from rooftui.sweeps import chart_files
+
+    frame, manifest = scan_results(result_dir), read_manifest(result_dir)
+    chart = charts.roofline_chart(frame, axes=charts.declared_axes(manifest), grid=manifest)
+    spec, frames = chart_files.chart_spec(chart)
+    cut = chart_files.default_rows(spec, frames)
+    points = max(cut.values(), key=lambda f: f.height)
+    everything = max(frames.values(), key=lambda f: f.height)
+    assert points.height < everything.height
+    assert points["group_size_own"].all() and set(points["kv_dtype"]) == {"bf16"}
+    assert set(points["context"]) == {4096} and set(points["model"]) == {"llama-3-8b"}
+    assert set(points["gpu"]) == {"h100-sxm", "l40s"}  # the GPU menu opens on all
+    assert json.loads(chart_files.spec_text(spec, cut))["datasets"]
+
+
+# what each chart plots (or, for the intensity chart, holds by design) of the default grid
+PLOTTED = {"roofline": {"gpu", "model", "batch", "compute_dtype"},
+           "throughput_vs_batch": {"gpu", "model", "context", "batch"},
+           "intensity_ceiling": {"model", "group_size", "context", "gpu", "batch"},
+           "attention_share": {"gpu", "model", "batch", "context"},
+           "gpu_comparison": {"gpu", "model", "batch"}}
+
+
+@pytest.mark.slow
+def test_the_default_grid_offers_every_held_axis_at_each_models_own_structure(tmp_path):
+    """specs/grid.toml (1,045,440 rows): every axis a chart holds is a bound menu (one
+    per zipped pair), each model opens on its own group size, the held context is among
+    those plotted, and no chart's data passes the row budget."""
+    out = tmp_path / "out"
+    run_sweep("run", Path(__file__).parents[2] / "specs" / "grid.toml", "--out", out,
+              "--no-charts")
+    frame, manifest = scan_results(out), read_manifest(out)
+    axes = charts.declared_axes(manifest)
+    with alt.data_transformers.disable_max_rows():
+        made = {name: charts.CHARTS[name](frame, axes=axes, grid=manifest).to_dict()
+                for name in charts.DEFAULT_CHARTS}
+    own = {m: charts.take_slice(frame, {"model": 12}, [], axes=axes, grid=manifest)
+           .native["group_size"][m] for m in axes[1]["model"]}
+    assert own == {"llama-3-8b": 4, "llama-3.1-8b": 4, "mistral-7b": 4, "phi-3-mini": 1,
+                   "llama-3-70b": 8, "qwen2.5-72b": 8}
+    for name, spec in made.items():
+        menus = set(params(spec))
+        for dimension in axes:
+            if len(next(iter(dimension.values()))) > 1 and not set(dimension) & PLOTTED[name]:
+                assert {f"{a}_choice" for a in dimension} & menus, (name, dimension)
+        data = max(spec["datasets"].values(), key=len)
+        assert len(data) <= charts.MAX_ROWS, name
+        if "group_size_own" in data[0]:
+            assert all(r["group_size"] == own[r["model"]] for r in data
+                       if r["group_size_own"]), name
+    held = re.search(r"context \(opens on ([\d,]+)", subtitle(made["roofline"])).group(1)
+    drawn = {r["context"] for r in rows(made["throughput_vs_batch"])}
+    assert int(held.replace(",", "")) in drawn
+
+
 def test_menus_are_bound_parameters(made):
     assert set(params(made["roofline"])) >= {"gpu_choice", "model_choice"}
     assert params(made["roofline"])["gpu_choice"]["bind"]["options"][0] == "all"
@@ -259,6 +354,29 @@ def test_a_menu_redraws_and_a_tooltip_names_why_a_point_does_not_fit(result_dir,
     over = chosen.labels["parts_over_memory"]
     assert any("weights 141 GB > 80 GB: needs TP ≥ 2" in label for label in over)
     assert any("model: llama-3-70b" in label for label in over)
+
+
+@pytest.mark.browser
+def test_a_held_axis_menu_redraws_with_its_own_rows(result_dir, tmp_path):
+    """Group size 1 (MHA) for Llama-3-8B, from the menu: the lines redraw from the menu's
+    rows (4x the KV of its own group size 4: fewer tokens/s at batch 32, context 4096)."""
+    html = result_dir / "charts" / "throughput_vs_batch.html"
+    opened = render_in_browser(html, tmp_path / "opened")
+    chosen = render_in_browser(html, tmp_path / "chosen", script=CHOOSE % (
+        "group_size_choice", json.dumps("1")))
+
+    def at_batch_32(page) -> set[float]:
+        labels = [label for values in page.labels.values() for label in values
+                  if "Tokens per second, all users" in label]  # the first panel's marks
+        return {float(re.search(r"all users \(tok/s\): ([\d,]+)", label).group(1)
+                      .replace(",", "")) for label in labels
+                if "batch (sequences): 32" in label and "context (tokens): 4,096" in label}
+
+    for page in (opened, chosen):
+        assert page.errors == [] and page.log_errors == [] and page.requests == []
+    assert at_batch_32(opened) == {3330}
+    mha = at_batch_32(chosen)
+    assert len(mha) == 1 and mha.pop() < 3330
 
 
 @pytest.mark.browser
