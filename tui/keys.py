@@ -16,6 +16,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input, Select
 
+from rooftui.tui.compositor import ChangedBoxesCompositor
+
 # A screen's own binding of a key replaces the one it inherits: a screen that binds
 # Escape (back) lists this again beside it; while a field has focus it comes first.
 LEAVE_FIELD = Binding("escape", "leave_field", "Leave field", id="leave-field",
@@ -35,6 +37,10 @@ class KeyboardScreen(Screen):
     `home_widget()` (None: no widget, the screen's own keys)."""
 
     BINDINGS = COMMON_BINDINGS
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._compositor = ChangedBoxesCompositor()  # partial updates render less
 
     def field_has_focus(self) -> bool:
         """An Input or a closed Select has focus (an open one's list closes on Escape)."""
