@@ -304,11 +304,15 @@ class StepCosts:
         """Per-part FLOPs and bytes arrays of decode groups (the arrays form of `time`'s
         first lines)."""
         batch = np.asarray(batch, dtype=np.int64)
-        beyond = sum_context - sum_window_context
         flops = [self._decode_flops_array[i][batch] + self.below_flops[i] * sum_window_context
-                 + self.above_flops[i] * beyond for i in range(len(self.parts))]
+                 for i in range(len(self.parts))]
         nbytes = [self._decode_bytes_array[i][batch] + self.below_bytes[i] * sum_window_context
-                  + self.above_bytes[i] * beyond for i in range(len(self.parts))]
+                  for i in range(len(self.parts))]
+        if math.isfinite(self.window):  # else the context beyond it is 0: adding 0 is exact
+            beyond = sum_context - sum_window_context
+            flops = [f + above * beyond for f, above in zip(flops, self.above_flops, strict=True)]
+            nbytes = [b + above * beyond for b, above in zip(nbytes, self.above_bytes,
+                                                             strict=True)]
         return flops, nbytes
 
     def decode_times(self, batch: int, sum_context: np.ndarray,
@@ -362,7 +366,9 @@ class StepCosts:
         tokens = np.asarray(tokens, dtype=np.int64)
         sequences = tokens if sequences is None else np.asarray(sequences)
         nbytes = list(nbytes)
-        if self._constant_weight_bytes is None:
+        if tokens.ndim == 0:  # one count for every step (a decode stretch)
+            nbytes[self.gemm] = self.weight_bytes(int(tokens))
+        elif self._constant_weight_bytes is None:
             nbytes[self.gemm] = np.array([self.weight_bytes(int(t)) for t in tokens.flat])
         else:
             nbytes[self.gemm] = np.where(tokens > 0, self._constant_weight_bytes, 0.0)
@@ -371,6 +377,8 @@ class StepCosts:
                      for f, t in zip(flops, self.timing, strict=True)]
             nbytes = [(b + t.bytes_per_sequence * sequences + t.bytes_per_step) / t.memory
                       for b, t in zip(nbytes, self.timing, strict=True)]
+        if tokens.ndim == 0 and tokens > 0:
+            return self._roofline_times(flops, nbytes) + self.fixed_s
         return np.where(tokens > 0, self._roofline_times(flops, nbytes) + self.fixed_s, 0.0)
 
     def _roofline_times(self, flops: list[np.ndarray], nbytes: list[np.ndarray]) -> np.ndarray:

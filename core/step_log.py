@@ -87,14 +87,12 @@ def decode_stretch(costs: StepCosts, batch: int, sum_context: int, sum_window: f
         kv_tokens = held[:ran] * block
     records = None
     if now is not None:
-        records = np.empty((ran, 2))
-        records[:, 0] = clock[:ran]
-        records[:, 1] = durations[:ran]
-        now, records = float(clock[ran]), records.tobytes()
-    tallies = np.zeros((ran, len(STEP_COLUMNS) - 2), np.int64)
-    tallies[:, 0] = batch
+        now, records = float(clock[ran]), np.column_stack((clock[:ran],
+                                                           durations[:ran])).tobytes()
+    tallies = np.empty((ran, len(STEP_COLUMNS) - 2), np.int64)
+    tallies[:] = (batch, 0, 0, 0, waiting, running, 0)
     tallies[:, 1] = contexts[:ran]
-    tallies[:, 4:] = np.column_stack(np.broadcast_arrays(waiting, running, kv_tokens))
+    tallies[:, 6] = kv_tokens
     return ran, now, kv_used, records, tallies.tobytes(), windows[:ran].tobytes()
 
 
