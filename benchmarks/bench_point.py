@@ -4,9 +4,9 @@ grid in one call against the same in blocks (issue 19, items 1 and 2).
 Per call, on the same random configurations (GPU, model, batch 1-1024, context
 128-128K, a 512-token prefill chunk in 30 % of them, bf16/fp8 weights and KV):
 - `evaluate_point` as it is (tables cached per GPU, model, formats, ...; the step traced
-  into straight-line Python per setup, core/step_trace.py);
-- the same with the caches cleared before every call (tables gathered and the step
-  traced each time: a setup seen for the first time);
+  into straight-line Python per setup once met `TRACE_AFTER` times, core/step_trace.py);
+- the same with the caches cleared before every call (a setup met for the first time:
+  tables gathered, the step model untraced);
 - with `--before REV`, `evaluate_point` as it was at REV, in a subprocess whose core
   is REV's (`git archive`), on the same configurations;
 - benchmarks/plain_step.py on the dense ones (its formulas cover dense steps only).
@@ -14,12 +14,14 @@ Per call, on the same random configurations (GPU, model, batch 1-1024, context
 a system, speculation with and without a draft model, calibrated profiles, a TPOT
 budget, energy and price), where plain_step cannot follow.
 
-Flat grid: 1 M random configurations (benchmarks/bench_features.py's dense mode)
-gathered once, evaluated by one `evaluate_step` call (which now evaluates blocks of rows
-itself), by one call with the blocks switched off, and by calls of 65,536 points.
+Flat grid: 1 M random configurations (benchmarks/bench_features.py's dense mode, or
+with `--flat-mode all` every feature) gathered once, evaluated by one `evaluate_step`
+call (which evaluates blocks of rows itself), by one call with the blocks switched off,
+and by calls of 65,536 points. Every timing takes turns with the others it is compared
+with, so a change of the machine's load hits them alike.
 
     python benchmarks/bench_point.py [--configs 20000] [--repeats 3] [--features]
-        [--setups N] [--before afe7641] [--flat-points 1000000]
+        [--setups N] [--before afe7641] [--flat-points 1000000] [--flat-mode all]
 """
 
 from __future__ import annotations
@@ -97,29 +99,34 @@ def configurations(count: int, features: bool, setups: int = 0, seed: int = 0) -
     return out
 
 
-def best_seconds(run, repeats: int) -> float:
-    best = float("inf")
+def best_seconds(runs: list, repeats: int) -> list[float]:
+    """Each run's best time over `repeats`, the runs taking turns (so that a change of
+    the machine's load hits them alike)."""
+    best = [float("inf")] * len(runs)
     for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
+        for index, run in enumerate(runs):
+            start = time.perf_counter()
+            run()
+            best[index] = min(best[index], time.perf_counter() - start)
     return best
 
 
-def per_call_rate(configs, repeats: int, clear_cache: bool = False) -> float:
+def point_calls(configs, clear_cache: bool = False):
+    """`evaluate_point` on each configuration (with `clear_cache`, each met afresh)."""
     from rooftui.core import point
 
     def run():
         for config in configs:
-            if clear_cache:  # the tables gathered and the step traced again
+            if clear_cache:  # every setup met for the first time
                 point._gathered_inputs.cache_clear()
-                point._traced_setup.cache_clear()
-                point._TRACED_BY_IDENTITY.clear()
+                point._SetupTrace.cache_clear()
+                point._SETUPS_BY_IDENTITY.clear()
             point.evaluate_point(config)
-    return len(configs) / best_seconds(run, repeats)
+    return run
 
 
-def plain_rate(configs, repeats: int) -> float:
+def plain_calls(configs):
+    """benchmarks/plain_step.py on each configuration's inputs (gathered beforehand)."""
     from plain_step import plain_inputs, plain_step
 
     sample = [plain_inputs(config.step_inputs()) for config in configs]
@@ -127,7 +134,7 @@ def plain_rate(configs, repeats: int) -> float:
     def run():
         for c in sample:
             plain_step(c)
-    return len(sample) / best_seconds(run, repeats)
+    return run
 
 
 def before_rate(rev: str, args) -> float:
@@ -145,24 +152,27 @@ def before_rate(rev: str, args) -> float:
     return float(result.stdout.split()[-1])
 
 
-def flat_rates(points: int, repeats: int) -> tuple[float, float, float]:
+def flat_rates(points: int, repeats: int, mode: str) -> tuple[float, float, float]:
     from bench_features import Grid
 
     from rooftui.core import step_chunks
     from rooftui.core.assumptions import Assumptions
     from rooftui.core.step import evaluate_step
 
-    grid, assumptions, chunk = Grid(points, "dense"), Assumptions(), 65_536
+    grid, assumptions, chunk = Grid(points, mode), Assumptions(), 65_536
     whole = grid.inputs(0, points)
     blocks = [grid.inputs(lo, min(lo + chunk, points)) for lo in range(0, points, chunk)]
-    one_call = best_seconds(lambda: evaluate_step(whole, assumptions, 0.05), repeats)
-    default, step_chunks.CHUNK_POINTS = step_chunks.CHUNK_POINTS, points
-    try:
-        unsplit = best_seconds(lambda: evaluate_step(whole, assumptions, 0.05), repeats)
-    finally:
-        step_chunks.CHUNK_POINTS = default
-    chunked = best_seconds(lambda: [evaluate_step(b, assumptions, 0.05) for b in blocks],
-                           repeats)
+
+    def without_blocks():
+        default, step_chunks.CHUNK_POINTS = step_chunks.CHUNK_POINTS, points
+        try:
+            evaluate_step(whole, assumptions, 0.05)
+        finally:
+            step_chunks.CHUNK_POINTS = default
+
+    one_call, unsplit, chunked = best_seconds(
+        [lambda: evaluate_step(whole, assumptions, 0.05), without_blocks,
+         lambda: [evaluate_step(b, assumptions, 0.05) for b in blocks]], repeats)
     return points / one_call, points / unsplit, points / chunked
 
 
@@ -177,12 +187,15 @@ def main() -> None:
                              "explorer or optimizer moves; 0: each its own setup")
     parser.add_argument("--before", metavar="REV", help="also time evaluate_point at REV")
     parser.add_argument("--flat-points", type=int, default=1_000_000, help="0: skip")
+    parser.add_argument("--flat-mode", default="dense", choices=["dense", "all"],
+                        help="the flat grid's configurations (bench_features.py's modes; "
+                             "all: every feature)")
     parser.add_argument("--core-from", help=argparse.SUPPRESS)  # --before's subprocess
     args = parser.parse_args()
     if args.core_from:
         use_core_from(Path(args.core_from))
-        print(per_call_rate(configurations(args.configs, args.features, args.setups),
-                            args.repeats))
+        configs = configurations(args.configs, args.features, args.setups)
+        print(len(configs) / best_seconds([point_calls(configs)], args.repeats)[0])
         return
     from machine_info import describe_machine
 
@@ -190,24 +203,28 @@ def main() -> None:
     configs = configurations(args.configs, args.features, args.setups)
     kind = "every feature" if args.features else "dense"
     kind += f", {args.setups} setups" if args.setups else ", each its own setup"
-    now = per_call_rate(configs, args.repeats)
-    rebuilt = per_call_rate(configs, args.repeats, clear_cache=True)
+    runs = [point_calls(configs), point_calls(configs, clear_cache=True)]
+    if not args.features:  # plain_step's formulas cover dense steps only
+        runs.append(plain_calls(configs))
+    now, rebuilt, *plain = (len(configs) / seconds
+                            for seconds in best_seconds(runs, args.repeats))
     print(f"evaluate_point ({kind}, {len(configs):,} configurations, best of "
-          f"{args.repeats}): {now / 1e3:.1f} k/s; tables and trace rebuilt per call "
+          f"{args.repeats}): {now / 1e3:.1f} k/s; caches cleared per call "
           f"{rebuilt / 1e3:.2f} k/s ({now / rebuilt:.1f}x)")
+    if plain:
+        print(f"plain_step.py, taking turns with it: {plain[0] / 1e3:.1f} k/s; "
+              f"evaluate_point {now / plain[0]:.2f}x it")
     if args.before:
         then = before_rate(args.before, args)
         print(f"evaluate_point at {args.before}: {then / 1e3:.1f} k/s; now "
               f"{now / then:.1f}x that")
-    if not args.features:
-        plain = plain_rate(configs, args.repeats)
-        print(f"plain_step.py: {plain / 1e3:.1f} k/s; evaluate_point {now / plain:.2f}x it")
     if args.flat_points:
-        one_call, unsplit, chunked = flat_rates(args.flat_points, args.repeats)
-        print(f"flat grid of {args.flat_points:,}: one call {one_call / 1e6:.2f} M/s, one "
-              f"call without blocks {unsplit / 1e6:.2f} M/s, calls of 65,536 "
-              f"{chunked / 1e6:.2f} M/s (one call {chunked / one_call:.2f}x slower than "
-              f"the calls of 65,536)")
+        one_call, unsplit, chunked = flat_rates(args.flat_points, args.repeats,
+                                                 args.flat_mode)
+        print(f"flat grid of {args.flat_points:,} ({args.flat_mode}): one call "
+              f"{one_call / 1e6:.2f} M/s, one call without blocks {unsplit / 1e6:.2f} M/s, "
+              f"calls of 65,536 {chunked / 1e6:.2f} M/s (one call takes "
+              f"{chunked / one_call:.2f}x the time of the calls of 65,536)")
     print(f"load after: {os.getloadavg()[0]:.1f}")
 
 

@@ -4,6 +4,7 @@ by the vectorised step model; the form `sweep point`, the TUI and the simulator 
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -305,61 +306,87 @@ def _python_scalars(arrays: dict) -> dict:
 
 def _traced_step(config: PointConfig):
     """The step of `config`'s setup traced into straight-line Python of its batch and
-    lengths (`core.step_trace`), or None where it cannot be (a TPOT budget: its solver
-    loops on the values). Found by the identity of the config's specs at once (and its
-    profile's, or else its equality: every PointConfig() has its own default profile),
-    else by their equality (a traced setup is shared by equal specs)."""
+    lengths (`core.step_trace`) once the setup has been met `TRACE_AFTER` times, or None
+    (not yet; or it cannot be: a TPOT budget, whose solver loops on the values). Found by
+    the identity of the config's specs at once (and its profile's, or else its equality:
+    every PointConfig() has its own default profile), else by their equality (equal
+    specs share a trace)."""
     if config.tpot_budget is not None:
         return None
     assumptions = config.assumptions
     key = (id(config.gpu), id(config.model), id(config.draft_model), id(config.system),
-           assumptions.name, config.weight_dtype, config.kv_dtype, config.compute_dtype,
-           config.expert_weight_dtype, config.tp, config.spec_tokens, config.acceptance,
-           config.energy, config.price_per_gpu_hour, config.pp, config.ep, config.dp,
-           config.micro_batches, config.prefill == 0, config.prefill_context == 0)
-    known = _TRACED_BY_IDENTITY.get(key)
+           assumptions.name, _SETUP_NUMBERS(config), config.prefill == 0,
+           config.prefill_context == 0)
+    known = _SETUPS_BY_IDENTITY.get(key)
     if known is not None:
-        gpu, model, draft_model, system, traced_assumptions, traced = known
+        gpu, model, draft_model, system, setup = known
         if (gpu is config.gpu and model is config.model and draft_model is config.draft_model
-                and system is config.system and (traced_assumptions is assumptions
-                                                 or traced_assumptions == assumptions)):
-            return traced
+                and system is config.system and (setup.assumptions is assumptions
+                                                 or setup.assumptions == assumptions)):
+            return setup.traced_step()
     try:
-        traced = _traced_setup(config._setup(), assumptions, config.prefill == 0,
-                               config.prefill_context == 0)
+        setup = _SetupTrace(config._setup(), assumptions, config.prefill == 0,
+                            config.prefill_context == 0)
     except TypeError:  # a profile that has no hash: no cache, no trace
         return None
-    if len(_TRACED_BY_IDENTITY) >= 4096:  # the objects it keeps alive stay bounded
-        _TRACED_BY_IDENTITY.clear()
-    _TRACED_BY_IDENTITY[key] = (config.gpu, config.model, config.draft_model, config.system,
-                                assumptions, traced)
-    return traced
+    if len(_SETUPS_BY_IDENTITY) >= 4096:  # the objects it keeps alive stay bounded
+        _SETUPS_BY_IDENTITY.clear()
+    _SETUPS_BY_IDENTITY[key] = (config.gpu, config.model, config.draft_model, config.system,
+                                setup)
+    return setup.traced_step()
 
 
-# identity key -> the specs and profile it was made from (alive, so the ids stay theirs)
-_TRACED_BY_IDENTITY: dict[tuple, tuple] = {}
+# Tracing a setup costs about as much as 25 calls of the step model on it: a setup met
+# once (`sweep point`, a what-if of one overhead) is not traced; after this many calls it is.
+TRACE_AFTER = 16
+_NOT_YET = object()
 
 
-@functools.lru_cache(maxsize=1024)
-def _traced_setup(setup: tuple, assumptions: Assumptions, no_prefill: bool,
-                  no_prefill_context: bool):
-    """The traced step (None: it cannot be traced) of a setup (`PointConfig._setup`), a
-    profile, and whether the prefill chunk and its cached tokens are zero: the step model
-    skips the terms of a zero one, so the trace takes them as the number 0."""
-    trace = step_trace.Trace(_PER_CALL)
-    batch, context, prefill, prefill_context = trace.symbols()
-    inputs = object.__new__(StepInputs)
-    inputs.__dict__.update(_gathered_inputs(*setup)[1], batch=batch, context=context,
-                           prefill=0.0 if no_prefill else prefill,
-                           prefill_context=0.0 if no_prefill_context else prefill_context)
-    try:
-        outputs = evaluate_step(inputs, assumptions)
-        return trace.function({
-            key: value if type(value) is step_trace.Symbol
-            else _PYTHON_SCALAR.get(type(value), _item)(value)
-            for key, value in outputs.items()})
-    except (step_trace.NotTraced, ArithmeticError, TypeError):  # kept untraced
-        return None
+@functools.lru_cache(maxsize=1024)  # one per equal (setup, profile, zero lengths)
+class _SetupTrace:
+    """A setup (`PointConfig._setup`), a profile, and whether the prefill chunk and its
+    cached tokens are zero (the step model skips the terms of a zero one, so the trace
+    takes them as the number 0): how often it was met, and its traced step."""
+
+    def __init__(self, setup: tuple, assumptions: Assumptions, no_prefill: bool,
+                 no_prefill_context: bool) -> None:
+        self.setup, self.assumptions = setup, assumptions
+        self.zero = no_prefill, no_prefill_context
+        self.calls, self.traced = 0, _NOT_YET
+
+    def traced_step(self):
+        """The traced step, or None: not yet met `TRACE_AFTER` times, or untraceable."""
+        if self.calls < TRACE_AFTER:
+            self.calls += 1
+            return None
+        if self.traced is _NOT_YET:
+            self.traced = self._trace()
+        return self.traced
+
+    def _trace(self):
+        trace = step_trace.Trace(_PER_CALL)
+        batch, context, prefill, prefill_context = trace.symbols()
+        no_prefill, no_prefill_context = self.zero
+        inputs = object.__new__(StepInputs)
+        inputs.__dict__.update(_gathered_inputs(*self.setup)[1], batch=batch, context=context,
+                               prefill=0.0 if no_prefill else prefill,
+                               prefill_context=0.0 if no_prefill_context else prefill_context)
+        try:
+            outputs = evaluate_step(inputs, self.assumptions)
+            return trace.function({
+                key: value if type(value) is step_trace.Symbol
+                else _PYTHON_SCALAR.get(type(value), _item)(value)
+                for key, value in outputs.items()})
+        except (step_trace.NotTraced, ArithmeticError, TypeError):  # kept untraced
+            return None
+
+
+# the setup's fields that hash (read at once: a C call)
+_SETUP_NUMBERS = operator.attrgetter(
+    "weight_dtype", "kv_dtype", "compute_dtype", "expert_weight_dtype", "tp", "spec_tokens",
+    "acceptance", "energy", "price_per_gpu_hour", "pp", "ep", "dp", "micro_batches")
+# identity key -> the specs it was made from (kept alive, so the ids stay theirs), setup
+_SETUPS_BY_IDENTITY: dict[tuple, tuple] = {}
 
 
 # the step model's scalar types, as Python's (`.item()` costs several times more)

@@ -166,10 +166,23 @@ def test_the_traced_step_gives_the_step_models_numbers_to_the_bit(values):
             untraced = evaluate_point(config)
     except SpecError:
         assume(False)
-    traced = point._traced_step(config)
+    with mock.patch.object(point, "TRACE_AFTER", 0):  # traced from the first call
+        traced = point._traced_step(config)
+        result = evaluate_point(config)
     # every setup traces but a TPOT budget's (its solver loops on the values)
     assert (traced is None) == (config.tpot_budget is not None)
-    result = evaluate_point(config)
     assert list(result) == list(untraced)
     for key, value in result.items():
         assert same_bits(value, untraced[key]), (key, value, untraced[key])
+
+
+def test_a_setup_is_traced_once_met_often():
+    """A setup met once (`sweep point`) is not worth a trace; one met often is."""
+    gpu = GPUS[1].with_overrides(bandwidth_tbs=1.234)  # a setup no other test meets
+    config = PointConfig(gpu=gpu, model=MODELS[0], batch=8)
+    for _ in range(point.TRACE_AFTER):
+        assert point._traced_step(config) is None
+    assert point._traced_step(config.with_changes(batch=16)) is not None
+    with mock.patch.object(point, "_traced_step", return_value=None):
+        untraced = evaluate_point(config.with_changes(batch=16))
+    assert evaluate_point(config.with_changes(batch=16)) == untraced
