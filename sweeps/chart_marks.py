@@ -107,6 +107,8 @@ def about(chart_slice: ChartSlice, grid: Mapping[str, Any] | None,
             parts.append(f"{name} {show(chart_slice.values(axis)[0])}")
         elif axis in menus and chart_slice.values(axis):
             parts.append(f"{name} {show(chart_slice.values(axis)[0])} (menu)")
+        elif axis in chart_slice.menus:
+            parts.append(f"{name} {show(chart_slice.menus[axis])} (menu)")
         elif axis in present:
             parts.append(f"each {name}")
         elif axis == "tp":

@@ -38,9 +38,9 @@ def _label(pl, *columns: str, present: Sequence[str]):
     return label
 
 
-# held inputs of simulate grids offered as menus while the rows allow (SLOs stay held:
-# the latency chart draws the one it holds)
+# held inputs of simulate grids offered as menus while the rows allow
 SERVING_MENUS = ("max_batch", "token_budget", "tp", "kv_dtype", "mfu_assumed")
+SLO_AXES = ("slo_ttft", "slo_tpot")
 SERVING_DROPDOWNS = ("gpu", "model", "workload", "slo_ttft", "slo_tpot")
 
 
@@ -150,7 +150,7 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
                                                                          "slo_tpot"]
     chart_slice = _serving_slice(frame, {"gpu": 6, "model": 6, "workload": 8, "policy": 3,
                                      "rate": 32}, metrics, fixed=fixed, axes=axes, grid=grid,
-                             rows_per_point=len(metrics), menus=SERVING_MENUS)
+                             rows_per_point=len(metrics), menus=(*SLO_AXES, *SERVING_MENUS))
     data = chart_slice.data
     keys = [c for c in ("gpu", "model", "workload", "policy", "rate", *chart_slice.menus)
             if c in data.columns]
@@ -205,9 +205,11 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
 
 def _slo_rows(pl, chart_slice: ChartSlice, keys: Sequence[str]):
     """One row per (menu choice, metric) with the SLO the latency must meet: from the
-    rows when the grid sweeps it, else the held value."""
+    rows when the grid sweeps it (each SLO menu's column kept, for its filter), else the
+    held value."""
     data = chart_slice.data
     menus = [k for k in keys if k in ("gpu", "model", "workload") and k in data.columns]
+    menus += [k for k in SLO_AXES if k in chart_slice.menus]
     rows = []
     for metric, column in (("TTFT", "slo_ttft"), ("TPOT", "slo_tpot")):
         if column in data.columns:

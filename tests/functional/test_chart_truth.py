@@ -291,6 +291,39 @@ def test_the_default_grid_offers_every_held_axis_at_each_models_own_structure(tm
     assert int(held.replace(",", "")) in drawn
 
 
+SLO_GRID = """
+name = "rates-slo"
+kind = "simulate"
+[fixed]
+requests = 60
+workload = "azure-conv-2023"
+arrival = "poisson"
+[axes]
+policy = ["continuous", "chunked"]
+rate = [2.0, 8.0]
+slo_ttft = [0.5, 2.0]
+slo_tpot = [0.05, 0.1]
+"""
+
+
+def test_the_latency_chart_offers_its_slos_as_menus(tmp_path):
+    """Swept SLOs are menus (they were held), and the SLO rule follows its menu."""
+    (tmp_path / "grid.toml").write_text(SLO_GRID)
+    run_sweep("run", tmp_path / "grid.toml", "--out", tmp_path / "out", "--no-charts")
+    frame, manifest = scan_results(tmp_path / "out"), read_manifest(tmp_path / "out")
+    with alt.data_transformers.disable_max_rows():
+        spec = charts.latency_vs_rate_chart(frame, axes=charts.declared_axes(manifest),
+                                            grid=manifest).to_dict()
+    for axis, opening, values in (("slo_ttft", 0.5, [0.5, 2.0]),
+                                  ("slo_tpot", 0.05, [0.05, 0.1])):
+        menu = params(spec)[f"{axis}_choice"]
+        assert menu["value"] == opening and menu["bind"]["options"] == values
+    rules = [r for r in rows(spec) if "slo" in r]
+    assert {(r["metric"], r["slo"]) for r in rules if r["slo_ttft"] == 2.0} == {
+        ("TTFT", 2.0), ("TPOT", 0.05)}  # the other SLO at its opening value
+    assert "TTFT SLO (s) 0.5 (menu)" in subtitle(spec)
+
+
 def test_menus_are_bound_parameters(made):
     assert set(params(made["roofline"])) >= {"gpu_choice", "model_choice"}
     assert params(made["roofline"])["gpu_choice"]["bind"]["options"][0] == "all"
