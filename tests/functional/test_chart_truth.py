@@ -20,6 +20,7 @@ from rooftui.sweeps.chart_slices import LABELS
 from rooftui.sweeps.results import read_manifest, scan_results
 from tests.conftest import run_sweep
 from tests.functional.browser_helpers import render_in_browser
+from tests.functional.test_sweep_kinds import RATES
 
 # Own group sizes: llama-3-8b 32/8 = 4, llama-3-70b 64/8 = 8, phi-3-mini 32/32 = 1; the
 # median rule would hold 2 (the lower median of 1, 2, 4, 8) for all three.
@@ -291,19 +292,7 @@ def test_the_default_grid_offers_every_held_axis_at_each_models_own_structure(tm
     assert int(held.replace(",", "")) in drawn
 
 
-SLO_GRID = """
-name = "rates-slo"
-kind = "simulate"
-[fixed]
-requests = 60
-workload = "azure-conv-2023"
-arrival = "poisson"
-[axes]
-policy = ["continuous", "chunked"]
-rate = [2.0, 8.0]
-slo_ttft = [0.5, 2.0]
-slo_tpot = [0.05, 0.1]
-"""
+SLO_GRID = RATES + "slo_ttft = [0.5, 2.0]\nslo_tpot = [0.05, 0.1]\n"  # into its [axes]
 
 
 def test_the_latency_chart_offers_its_slos_as_menus(tmp_path):
