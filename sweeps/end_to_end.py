@@ -7,8 +7,8 @@ the same number of requests, their per-request lengths where the file has them (
 mean lengths, fixed), and its arrivals: a client concurrency C is a closed loop (C
 requests at t = 0, each later request sent the moment an earlier one finishes: sessions
 of zero think time), a request rate is a Poisson process (seed 0), neither is every
-request at t = 0. The engine's scheduler is the chunked policy with the engine's defaults
-(`ENGINES`) unless given. Predicted and measured TTFT, TPOT, ITL and throughput are
+request at t = 0. The engine's scheduler is simulated with its defaults (`ENGINES`:
+policy, max batch, token budget, KV admission, memory share) unless given. Predicted and measured TTFT, TPOT, ITL and throughput are
 compared per run.
 
 Fitting (`fit_overheads`). An engine adds a fixed time to every step (`step_overhead_s`,
@@ -79,6 +79,7 @@ SPLITWISE_FILE = "splitwise-perf-model-a100-h100.csv"
 class EngineDefaults:
     """How an engine schedules by default: the simulator's settings for it."""
 
+    policy: str  # the simulator's nearest batching policy
     max_batch: int
     token_budget: int
     kv_admission: str
@@ -87,17 +88,20 @@ class EngineDefaults:
 
 
 ENGINES = {
-    "vllm": EngineDefaults(1024, 8192, "paged", 0.9,
+    "vllm": EngineDefaults("chunked", 1024, 8192, "paged", 0.9,
                            "vLLM V1 on 80+ GB GPUs: max_num_seqs 1024, max_num_batched_tokens "
                            "8192 (API server), gpu_memory_utilization 0.9, paged KV with "
-                           "preemption"),
-    "sglang": EngineDefaults(1024, 8192, "paged", 0.88,
+                           "preemption, chunked prefill mixed with decodes"),
+    "sglang": EngineDefaults("chunked", 1024, 8192, "paged", 0.88,
                              "SGLang: chunked_prefill_size 8192, mem_fraction_static ~0.88, "
-                             "running requests bounded by the KV pool"),
-    "trtllm": EngineDefaults(2048, 8192, "reserve", 0.9,
+                             "running requests bounded by the KV pool; its prefill batches "
+                             "run without decodes (no mixed chunks by default), which no "
+                             "simulator policy does: chunked is the nearest"),
+    "trtllm": EngineDefaults("continuous", 2048, 8192, "reserve", 0.9,
                              "TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens "
                              "8192, free_gpu_memory_fraction 0.9, GUARANTEED_NO_EVICT "
-                             "(whole sequences reserved)"),
+                             "(whole sequences reserved), whole prompts in flight with the "
+                             "decodes (chunked prefill off by default)"),
 }
 DEFAULT_ENGINE = "vllm"  # an engine not named, or not listed
 
@@ -129,6 +133,7 @@ class Target:
     tp: int = 1
     weight_dtype: str | None = None
     engine: str | None = None  # picks ENGINES' defaults
+    kv_dtype: str | None = None  # None: the model's (bf16)
 
     @property
     def defaults(self) -> EngineDefaults:
@@ -139,7 +144,7 @@ class Target:
 class Scheduling:
     """Simulator settings that override the engine's defaults (None: the engine's)."""
 
-    policy: str = "chunked"
+    policy: str | None = None
     max_batch: int | None = None
     token_budget: int | None = None
     kv_admission: str | None = None
@@ -158,6 +163,7 @@ class Replay:
     tpot_slope: float
     step_coefficients: np.ndarray  # dc/d(OVERHEADS): 1, layers, all-reduces per step
     overheads: np.ndarray  # the OVERHEADS values replayed
+    scheduling: Scheduling = Scheduling()
 
     def errors(self) -> dict[str, float | None]:
         """Relative error (predicted / measured - 1) of each measured mean."""
@@ -193,7 +199,7 @@ def _config(target: Target, assumptions: Assumptions, memory_fraction: float) ->
     gpu = load_gpu(target.gpu)
     reserve = max(assumptions.memory_reserve_gb, (1 - memory_fraction) * gpu.memory_gb)
     config = PointConfig(gpu=gpu, model=replay_model(target.model), tp=target.tp,
-                         weight_dtype=target.weight_dtype,
+                         weight_dtype=target.weight_dtype, kv_dtype=target.kv_dtype,
                          assumptions=replace(assumptions, memory_reserve_gb=reserve))
     return config.with_changes(gpu=config.gpu.with_overrides(
         compute_dtype=config.resolved_compute_dtype))
@@ -251,13 +257,14 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
     """Simulate one run (module doc) with `assumptions` (a kernel or engine profile)."""
     defaults = target.defaults
     config = _config(target, assumptions, scheduling.memory_fraction or defaults.memory_fraction)
-    static = scheduling.policy == "static"
+    policy = scheduling.policy or defaults.policy
+    static = policy == "static"
     requests, sessions = run_requests(run)
     max_batch = scheduling.max_batch or (max(1, run.concurrency or 1) if static
                                          else defaults.max_batch)
     budget = None if static else scheduling.token_budget or max(defaults.token_budget, max_batch)
     scheduler = SchedulerConfig(
-        policy=scheduling.policy, max_batch=max_batch, token_budget=budget,
+        policy=policy, max_batch=max_batch, token_budget=budget,
         kv_admission="reserve" if static else scheduling.kv_admission or defaults.kv_admission)
     simulation = simulate(config.step_inputs(), config.assumptions, scheduler, requests,
                           sessions=sessions, gpu_key=config.gpu.key)
@@ -268,7 +275,12 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
     predicted["output_throughput"] = report["throughput_tokens_per_s"]
     predicted["request_throughput"] = report["request_throughput"]
     return Replay(run, target, predicted, ttft_slope, tpot_slope,
-                  _step_coefficients(config), overheads_of(assumptions))
+                  _step_coefficients(config), overheads_of(assumptions), scheduling)
+
+
+def replay_again(previous: Replay, assumptions: Assumptions) -> Replay:
+    """The same run, target and scheduling replayed at other assumptions."""
+    return replay_run(previous.run, previous.target, assumptions, previous.scheduling)
 
 
 def replay_runs(runs: Sequence[Run], targets: Sequence[Target], assumptions: Assumptions,
@@ -498,8 +510,11 @@ def silicon_runs(path: Path) -> tuple[list[Run], list[Target], list[str]]:
             requests=SILICON_WAVES * concurrency, input_mean=isl, output_mean=osl,
             ttft=Stat(mean=float(row["silicon_ttft_ms"]) / 1e3),
             tpot=Stat(mean=float(row["silicon_tpot_ms"]) / 1e3)))
+        # TensorRT-LLM's FP8 checkpoints (ModelOpt) quantise the KV cache too; vLLM and
+        # SGLang keep it in the activations' dtype unless told otherwise
+        kv = "fp8" if row["backend"] == "trtllm" and dtype == "fp8" else None
         targets.append(Target(SILICON_MODELS[row["model_path"]], SILICON_GPUS[row["system"]],
-                              int(row["tp_size"]), dtype, row["backend"]))
+                              int(row["tp_size"]), dtype, row["backend"], kv))
     return runs, targets, sorted(skipped)
 
 
@@ -533,7 +548,7 @@ def splitwise_runs(path: Path) -> tuple[list[Run], list[Target], list[str]]:
     return runs, targets, sorted(skipped)
 
 
-MEASURED_READERS = {SILICON_FILE: (silicon_runs, "chunked"),
+MEASURED_READERS = {SILICON_FILE: (silicon_runs, None),  # each engine's policy
                     SPLITWISE_FILE: (splitwise_runs, "static")}
 
 
@@ -571,11 +586,8 @@ def fit_engine_profile(runs: Sequence[Run], base: Assumptions, targets: Sequence
     """Fit an engine's overheads on top of `base` from `runs` (one short benchmark is
     enough for the per-step term). Returns (the fitted Efficiency, a summary: fitted
     parameters, those at a bound, in-sample MAPE of mean TTFT and TPOT, the replays)."""
-    def again(previous: Replay, assumptions: Assumptions) -> Replay:
-        return replay_run(previous.run, previous.target, assumptions, scheduling)
-
     replays = replay_runs(runs, targets, base, scheduling)
-    fit = fit_overheads(replays, base, replay=again)
+    fit = fit_overheads(replays, base, replay=replay_again)
     fitted = with_overheads(base, fit.overheads)
     return fitted.efficiency, {
         "overheads_s": dict(zip(OVERHEADS, map(float, fit.overheads), strict=True)),

@@ -38,7 +38,8 @@ LEVEL = 0.8
 @click.option("--format", "file_format", type=click.Choice(FORMATS),
               help="Result file format [default: detected from the content].")
 @click.option("--policy", type=click.Choice(["chunked", "continuous", "static"]),
-              default="chunked", show_default=True, help="Batching policy simulated.")
+              help="Batching policy simulated [default: the engine's: chunked for vllm and "
+                   "sglang, continuous for trtllm].")
 @click.option("--max-batch", type=Number("max_batch"), metavar="N",
               help="Sequences in flight at most [default: the engine's: vllm/sglang 1024, "
                    "trtllm 2048].")
@@ -154,26 +155,22 @@ def _measured(folder, engine, base, profile, fit, out) -> dict:
     report["held_out"], report["profiles"] = [], []
     for engine in engines:
         mine = [r for r in replays if r.target.engine == engine]
-        policy = "static" if engine == "splitwise" else "chunked"
-
-        def again(previous, assumptions, policy=policy):
-            return end_to_end.replay_run(previous.run, previous.target, assumptions,
-                                         end_to_end.Scheduling(policy=policy))
-
-        held = end_to_end.leave_one_group_out(mine, base, again)
+        held = end_to_end.leave_one_group_out(mine, base, end_to_end.replay_again)
         bounds = {kind: end_to_end.interval_bounds(held.ratios[kind], LEVEL)
                   for kind in ("ttft", "tpot")}
         for key, group in held.groups.items():
             report["held_out"].append({"engine": key[0], "gpu": key[1], "model": key[2],
                                        **group, "overheads": group["overheads"].tolist()})
-        full = end_to_end.fit_overheads(mine, base, replay=again)
+        full = end_to_end.fit_overheads(mine, base, replay=end_to_end.replay_again)
         entry = {"engine": engine, "overheads_s": full.overheads.tolist(),
                  "fitted": full.fitted, "at_bound": full.at_bound,
                  "interval": {kind: list(b) for kind, b in bounds.items()},
                  "groups": len(held.groups)}
         if out and engine in ENGINE_NAMES:
-            entry["wrote"] = _write_measured_profiles(Path(out), base, profile, engine, mine,
-                                                      full, bounds, len(held.groups), folder)
+            errors = [g["mape_tpot"] for g in held.groups.values()]
+            entry["wrote"] = _write_measured_profiles(
+                Path(out), base, profile, engine, mine, full, bounds, len(held.groups),
+                (min(errors), max(errors)))
         report["profiles"].append(entry)
     return report
 
@@ -182,7 +179,7 @@ PROFILE_GPUS = {"h100-sxm": "h100-sxm", "h200": "h200"}  # GPU key -> profile na
 
 
 def _write_measured_profiles(folder, base, profile, engine, replays, full, bounds, groups,
-                             measured) -> list[str]:
+                             tpot_errors) -> list[str]:
     from rooftui.sweeps import end_to_end
 
     written = []
@@ -197,7 +194,9 @@ def _write_measured_profiles(folder, base, profile, engine, replays, full, bound
             command=command,
             description=f"{engine} on {gpu}: {profile}'s kernels plus {engine}'s step, layer "
                         "and all-reduce overheads, fitted end to end on "
-                        f"{len(replays)} runs ({', '.join(models)} on this GPU)",
+                        f"{len(replays)} runs ({', '.join(models)} on this GPU); held-out "
+                        f"TPOT MAPE {100 * tpot_errors[0]:.0f}-{100 * tpot_errors[1]:.0f} % "
+                        "per (GPU, model) group (docs/end-to-end.md)",
             calibration={"gpu": gpu, "kind": "end_to_end", "engine": engine, "base": profile,
                          "rows": len(replays), "fitted": full.fitted,
                          "at_bound": full.at_bound, "dataset": dataset},

@@ -1,0 +1,102 @@
+"""`sweep replay`: benchmark result files predicted through the simulator, engine
+profiles fitted from them, and the published end-to-end datasets replayed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rooftui.core.assumptions import load_profile
+from tests.conftest import REPO, sweep, sweep_json
+
+FIXTURES = REPO / "tests" / "data" / "bench_results"
+SETUP = ("--model", "llama-3.1-8b", "--gpu", "h100-sxm")
+
+
+def test_replay_every_fixture_as_strict_json():
+    files = sorted(FIXTURES.glob("*.json")) + sorted(FIXTURES.glob("*.jsonl"))
+    files = [f for f in files if f.name != "damaged.json"]
+    report = sweep_json("replay", *files, *SETUP)
+    assert len(report["runs"]) == 6  # the SGLang file holds two runs
+    for row in report["runs"]:
+        assert row["predicted"]["ttft_s"]["mean"] > 0
+        assert row["predicted"]["output_throughput"] > 0
+        assert set(row["errors"]) >= {"ttft", "tpot", "itl", "output_throughput"}
+    vllm = next(r for r in report["runs"] if r["tool"] == "vllm")
+    assert vllm["errors"]["tpot"] == pytest.approx(
+        vllm["predicted"]["tpot_s"]["mean"] / vllm["tpot_s"]["mean"] - 1)
+
+
+def test_replay_prints_measured_and_predicted_with_units():
+    out, _ = sweep("replay", FIXTURES / "sglang-bench-serving.jsonl", *SETUP)
+    assert "TTFT" in out and "TPOT" in out and " ms" in out
+    assert "4 req/s" in out and "c=8" in out
+
+
+def test_fit_writes_an_engine_profile_that_loads(tmp_path):
+    out = tmp_path / "mine.toml"
+    report = sweep_json("replay", FIXTURES / "vllm-bench-serve.json",
+                        FIXTURES / "profile_export_aiperf.json", *SETUP, "--fit",
+                        "--out", out)
+    assert report["fit"]["fitted"] == ["step_overhead_s"]
+    profile = load_profile(str(out))
+    assert profile.efficiency.step_overhead_s == pytest.approx(
+        report["fit"]["overheads_s"]["step_overhead_s"], rel=1e-3)
+    assert out.read_text().startswith("# Fitted by: sweep replay ")
+    assert "engine profile" in profile.provenance
+
+
+@pytest.mark.parametrize("args, message", [
+    ((FIXTURES / "damaged.json", *SETUP), "not JSON"),
+    ((FIXTURES / "absent.json", *SETUP), "not found"),
+    ((FIXTURES / "vllm-bench-serve.json",), "--model and --gpu"),
+    ((), "at least one RESULT_FILE"),
+    ((FIXTURES / "vllm-bench-serve.json", *SETUP, "--out", "x.toml"), "add --fit"),
+    ((FIXTURES / "vllm-bench-serve.json", *SETUP, "--format", "guidellm"), "benchmarks"),
+])
+def test_bad_input_is_one_line_and_status_2(args, message):
+    out, err = sweep("replay", *args, expect=2)
+    assert out == "" and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_fit_out_must_be_a_profile_file(tmp_path):
+    _, err = sweep("replay", FIXTURES / "vllm-bench-serve.json", *SETUP, "--fit", "--out",
+                   tmp_path / "mine.txt", expect=2)
+    assert ".toml" in err
+    assert not (tmp_path / "mine.txt").exists()
+
+
+# --- the published end-to-end runs ---------------------------------------------------
+
+@pytest.fixture
+def measured(shared_dir: Path) -> Path:
+    folder = shared_dir / "reference" / "measured"
+    if not (folder / "aiconfigurator-silicon-e2e-dense-h100-h200.csv").is_file():
+        pytest.skip(f"no silicon end-to-end runs in {folder}")
+    return folder
+
+
+def documented_held_out(engine: str) -> dict[tuple[str, str], float]:
+    """(GPU, model) -> held-out TPOT MAPE (%) of `engine` in docs/end-to-end.md."""
+    table = {}
+    for line in (REPO / "docs" / "end-to-end.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 6 and cells[0] == engine and re.fullmatch(r"[\d.]+ %", cells[4]):
+            table[(cells[1], cells[2])] = float(cells[4].rstrip(" %"))
+    return table
+
+
+def test_silicon_replay_held_out_tpot_is_what_the_docs_say(measured):
+    report = sweep_json("replay", "--measured-dir", measured, "--engine", "vllm", "--fit")
+    assert report["runs"] == 219  # every vLLM run of the 778 (no row dropped)
+    documented = documented_held_out("vllm")
+    held = {(g["gpu"], g["model"]): 100 * g["mape_tpot"] for g in report["held_out"]}
+    assert set(held) == set(documented) and len(held) == 4
+    for key, value in held.items():
+        assert round(value, 1) == pytest.approx(documented[key], abs=0.05), key
+    (profile,) = report["profiles"]
+    low, high = profile["interval"]["tpot"]
+    assert low <= 1 <= high
