@@ -13,6 +13,8 @@ dashboard included) three times:
 `--before REV` first times `sweep chart DIR` (and `--png`) with the catalogue as it was at
 git revision REV, when it was one module (`sweeps/charts.py`, e.g. 55f0fc2), loaded in
 its place, and then as it is now: a before/after on the same machine and load.
+`--before-tree DIR` does the same with the whole package imported from DIR, a checkout
+of any older commit (`git worktree add DIR REV`), alternately with now, `--repeats` times.
 
 Each run reports its wall time from the interpreter's start, the import of the chart
 module, the bundle, each chart's build (slice and spec: the data's own cost) and save,
@@ -92,15 +94,35 @@ main()
 """
 
 
-def sweep_chart(out: Path, module: Path | None, png: bool) -> float:
+def sweep_chart(out: Path, module: Path | None, png: bool,
+                environment: dict[str, str] | None = None) -> float:
     """Wall seconds of `sweep chart DIR` in a fresh interpreter, with the one-module
     catalogue `module` in place of the current one when given."""
     command = ([sys.executable, "-c", BEFORE, str(module)] if module
                else [sys.executable, "-m", "rooftui.sweeps", "chart"])
     start = time.perf_counter()
     subprocess.run([*command, str(out), *(["--png"] if png else [])], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, env=environment)
     return time.perf_counter() - start
+
+
+def before_and_now(out: Path, tree: Path, scratch: Path, repeats: int) -> None:
+    """`sweep chart DIR` (and `--png`) with the package imported from `tree` (a checkout
+    of an older commit) and from here, alternately, the bundle cache warm."""
+    (scratch / "before").mkdir()
+    (scratch / "before" / "rooftui").symlink_to(tree.resolve())
+    trees = {"before": {**os.environ, "PYTHONPATH": str(scratch / "before")},
+             "now": dict(os.environ)}
+    sweep_chart(out, None, False)  # fills the cache
+    for png in (False, True):
+        times: dict[str, list[float]] = {name: [] for name in trees}
+        for _ in range(repeats):
+            for name, environment in trees.items():
+                times[name].append(sweep_chart(out, None, png, environment))
+        flag = " --png" if png else ""
+        print(f"sweep chart{flag}: " + "; ".join(
+            f"{name} {', '.join(f'{t:.2f}' for t in values)} s" for name, values in
+            times.items()))
 
 
 def old_catalogue(revision: str, scratch: Path) -> Path:
@@ -146,6 +168,11 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="an existing `sweep run` output folder")
     parser.add_argument("--before", metavar="REV",
                         help="also time `sweep chart` with the one-module catalogue at REV")
+    parser.add_argument("--before-tree", type=Path, metavar="DIR",
+                        help="also time `sweep chart` (and --png) from this checkout of an "
+                             "older commit (git worktree add DIR REV), alternately with now")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each with --before-tree [default: 3]")
     parser.add_argument("--ten-million", action="store_true",
                         help="run the default grid with 100 batch sizes (10.1 M rows)")
     args = parser.parse_args()
@@ -154,6 +181,9 @@ def main() -> None:
         rows = json.loads((out / "manifest.json").read_text())["rows"]
         cache = Path(scratch) / "cache"
         print(f"load before: {uptime()}")
+        if args.before_tree:
+            os.environ["ROOFTUI_CACHE_DIR"] = str(Path(scratch) / "cli-cache")
+            before_and_now(out, args.before_tree, Path(scratch), args.repeats)
         if args.before:  # the same command, then and now (the bundle cache warm)
             module = old_catalogue(args.before, Path(scratch))
             os.environ["ROOFTUI_CACHE_DIR"] = str(Path(scratch) / "cli-cache")
