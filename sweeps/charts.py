@@ -32,10 +32,18 @@ a zipped axis) keeps its matching value, and each held axis is one equality filt
 parquet reader applies as it scans, so a chart of a 10-million-point grid reads little.
 Without the manifest every input column is held, choosing within each combination of
 the shown axes. `fixed={"context": 8192}` (or `[charts] fixed` in the grid) picks other
-values. A chart names held axes it would rather offer as menus (`menus=`): each becomes
-a select box opening on its representative while the rows stay within `MAX_ROWS`, the
-rest stay held. Each chart's first subtitle line names the model, GPU, GPUs per replica,
-profile, workload and SLOs it draws; the next lists every held value and every menu.
+values. A chart names the held axes it offers as menus (`menus=`: for step charts
+context, KV dtype, mfu, prefill, group size, compute dtype with its zipped weights, TP;
+for the latency chart also the SLOs): each becomes a select box bound to a Vega parameter,
+opening on its representative (group size on "own", each model's own). Their rows are a
+star around the opening values, not the product of the menus: every other value of one
+menu with all the others at their opening, drawn over the chart's `menu_over` axes (the
+rest of its shown axes at their opening value), so a menu costs its values times the
+shown rows and any folder keeps within `MAX_ROWS`: past it the widest menu is thinned
+(its opening value kept), then the last menus stay held. A page therefore shows one
+menu away from its opening value at a time (the subtitle says so). Each chart's first
+subtitle line names the model, GPU, GPUs per replica, profile, workload and SLOs it
+draws; the next lists every held value and every menu.
 
 Feasibility: a point or bar whose weights and KV do not fit the GPU is drawn hollow or
 faded, its reason in the tooltip ("weights 141 GB > 80 GB: needs TP ≥ 2", "KV 550 GB >
