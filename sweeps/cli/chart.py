@@ -32,10 +32,11 @@ def chart(result_dir, only, png, svg, as_json):
     By default the charts the grid names in `[charts]`, else the default catalogue,
     and DIR/charts/index.html, a dashboard linking every chart with the grid's summary.
     Each HTML file embeds the Vega JavaScript and opens offline; a chart holds a
-    bounded slice of the results (shown axes thinned, GPU, model and held axes as menus
-    while the rows allow, the others held at a representative value its subtitle names;
-    group size at each model's own), so no file grows past a few MB whatever the grid
-    size. Points that do not fit in GPU memory are hollow or faded, with the reason in
+    bounded slice of the results (shown axes thinned; GPU, model and every held axis as
+    menus opening on a representative value, group size on each model's own, one menu
+    changed at a time; what the row budget cannot offer is held and named in the
+    subtitle), so no file grows past a few MB whatever the grid size. PNG and SVG show
+    what the page opens on. Points that do not fit in GPU memory are hollow or faded, with the reason in
     the tooltip. The Vega bundle is built once and cached under ~/.cache/rooftui
     ($ROOFTUI_CACHE_DIR, else $XDG_CACHE_HOME/rooftui).
 
