@@ -30,6 +30,7 @@ LEVEL = 0.8
 @click.option("--tp", type=Number("tp"), default=1, show_default=True, metavar="N",
               help="Tensor parallelism of each replica.")
 @click.option("--weight-dtype", type=DTYPE, help="Weight format [default: the model's].")
+@click.option("--kv-dtype", type=DTYPE, help="KV-cache format [default: bf16].")
 @click.option("--engine", type=click.Choice(MEASURED_ENGINES),
               help="Engine whose scheduler defaults apply [default: the file's, else vllm]; "
                    "with --measured-dir, replay only its runs.")
@@ -56,8 +57,8 @@ LEVEL = 0.8
               help="--fit: the profile TOML to write; with --measured-dir a folder, "
                    "receiving <gpu>-<engine>.toml for each GPU and engine with data.")
 @click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
-def replay(result_files, model, gpu, tp, weight_dtype, engine, profile, file_format, policy,
-           max_batch, token_budget, measured_dir, fit, out, as_json):
+def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile, file_format,
+           policy, max_batch, token_budget, measured_dir, fit, out, as_json):
     """Predict benchmark runs by simulating them; compare TTFT, TPOT, ITL and throughput.
 
     Reads the result files of `vllm bench serve --save-result`, SGLang's `bench_serving
@@ -65,7 +66,9 @@ def replay(result_files, model, gpu, tp, weight_dtype, engine, profile, file_for
     replays each run through the simulator with its own requests, lengths and arrivals
     (a client concurrency is a closed loop, a request rate a Poisson process) and the
     engine's scheduler defaults. Errors are predicted / measured - 1. --fit re-fits an
-    engine's overheads to your own engine version from one short benchmark.
+    engine's overheads to your own engine version from one short benchmark. Result files
+    do not record the GPU or TP (hence --gpu, --tp); `vllm bench serve --metadata
+    engine_version=0.12.0` adds the engine's version to a vLLM file.
 
     \b
     Examples:
@@ -89,8 +92,10 @@ def replay(result_files, model, gpu, tp, weight_dtype, engine, profile, file_for
                                    "say what hardware the runs were served on")
         if out and not fit:
             raise click.UsageError("--out writes the profile --fit makes: add --fit")
-        report = _files(result_files, file_format, model, gpu, tp, weight_dtype, engine,
-                        base, policy, max_batch, token_budget, fit, out, profile)
+        target = {"model": model, "gpu": gpu, "tp": int(tp), "weight_dtype": weight_dtype,
+                  "kv_dtype": kv_dtype}
+        report = _files(result_files, file_format, target, engine, base, policy, max_batch,
+                        token_budget, fit, out, profile)
     click.echo(json_text(report, NULL_REASONS) if as_json else render(report))
 
 
@@ -108,16 +113,15 @@ def _row(replay) -> dict:
             "predicted": replay.predicted, "errors": replay.errors()}
 
 
-def _files(paths, file_format, model, gpu, tp, weight_dtype, engine, base, policy,
-           max_batch, token_budget, fit, out, profile) -> dict:
+def _files(paths, file_format, target, engine, base, policy, max_batch, token_budget, fit,
+           out, profile) -> dict:
     from rooftui.sweeps import end_to_end
     from rooftui.sweeps.bench_results import read_benchmark
 
     runs = [run for path in paths for run in read_benchmark(path, file_format)]
     engines = {engine or run.engine for run in runs}
-    targets = [end_to_end.Target(model, gpu, int(tp), weight_dtype,
-                                 engine or (run.engine if run.engine in ENGINE_NAMES
-                                            else None)) for run in runs]
+    targets = [end_to_end.Target(**target, engine=engine or (
+        run.engine if run.engine in ENGINE_NAMES else None)) for run in runs]
     scheduling = end_to_end.Scheduling(policy=policy, max_batch=max_batch,
                                        token_budget=token_budget)
     replays = end_to_end.replay_runs(runs, targets, base, scheduling)
@@ -131,8 +135,9 @@ def _files(paths, file_format, model, gpu, tp, weight_dtype, engine, base, polic
             text = end_to_end.engine_profile_text(
                 base, efficiency, command=_command(),
                 description=f"{label} overheads fitted end to end on {len(runs)} run(s) of "
-                            f"{model} on {gpu} (TP {tp}), on top of {profile}",
-                calibration={"gpu": gpu, "kind": "end_to_end", "base": profile,
+                            f"{target['model']} on {target['gpu']} (TP {target['tp']}), on "
+                            f"top of {profile}",
+                calibration={"gpu": target["gpu"], "kind": "end_to_end", "base": profile,
                              "rows": len(runs), "fitted": summary["fitted"],
                              "at_bound": summary["at_bound"]})
             report["fit"]["wrote"] = str(end_to_end.write_engine_profile(Path(out), text))
