@@ -104,14 +104,18 @@ def vega_bundle() -> str:
 
 
 def warm_up() -> threading.Thread:
-    """Import altair, polars and vl-convert and read the bundle in a background thread,
-    so that a run rendering its charts at the end pays for them while its shards are
-    computed (numpy and the parquet writer release the GIL); a failure here is left to
-    the render, which imports them again and says what went wrong."""
+    """Import altair and vl-convert and read the bundle in a background thread, so that a
+    run rendering its charts at the end pays for them while its shards are computed
+    (numpy and the parquet writer release the GIL); a failure here is left to the render,
+    which imports them again and says what went wrong. polars and pyarrow, which the run
+    imports too, are imported first, here: two threads importing one package's modules
+    could meet a circular import and fail."""
+    import polars  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
     def load() -> None:
         with contextlib.suppress(Exception):
             import altair  # noqa: F401
-            import polars  # noqa: F401
 
             vega_bundle()
 
