@@ -10,6 +10,8 @@ profile was fitted on calibration halves only (its `[calibration]` table says wh
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from rooftui.core.calibration import (
 from rooftui.core.efficiency import Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
+from rooftui.core.intervals import DEFAULT_LEVEL, coverage, dataset_weights, ratio_bounds
 from rooftui.sweeps.measured import Conversion, gpu_matches, to_measurements
 
 
@@ -200,3 +203,421 @@ def write_chart(results: list[DatasetResult], path: Path) -> list[Path]:
     stem = path.with_suffix("") if path.suffix == ".html" else path
     return save_chart(validation_chart(results), stem)
 
+
+
+# --- out of sample: leave one group out -------------------------------------------
+
+HOLDOUTS = ("dataset", "engine", "gpu")
+# the parameters of each part of a prediction's error (`explain`); what none of them
+# explains is the model's shape and the engine's scheduling
+PARTS = {
+    "kernel efficiency": ("mbu", "gemm_mfu", "gemm_mbu", "gemm_m_half", "attention_mfu",
+                          "attention_mfu_half", "attention_mbu", "attention_mbu_half",
+                          "activation_quant_bytes"),
+    "per-step overhead": ("step_overhead_s", "layer_overhead_s", "kernel_overhead_s",
+                          "attention_overhead_s"),
+    "collectives": ("interconnect_efficiency", "allreduce_overhead_s"),
+}
+RESIDUAL_PART = "scheduling and model shape"
+NO_DATA = "no data to fit on"
+# engines of the published datasets without an engine column, by a word of their source
+ENGINES = (("systems/data", "TensorRT-LLM 1.3"), ("splitwise", "Splitwise"),
+           ("sarathi", "Sarathi-Serve"), ("vidur", "PyTorch (vidur)"),
+           ("llmcompass", "PyTorch (LLMCompass)"))
+TPOT_ENGINES = {"vllm": "vLLM", "trtllm": "TensorRT-LLM", "sglang": "SGLang"}
+
+
+def dataset_engine(dataset) -> str:
+    """The engine (or kernel library) a dataset was measured with."""
+    engine = dataset.rows[0].get("engine")
+    if engine:
+        return str(engine)
+    for word in dataset.name.lower().split():
+        if word in TPOT_ENGINES:
+            return TPOT_ENGINES[word]
+    text = f"{dataset.source} {dataset.name}".lower()
+    return next((name for word, name in ENGINES if word in text), "unknown")
+
+
+@dataclass
+class Corpus:
+    """Every dataset's rows and costs (ideal counting flags), computed once; a row's
+    kind group is the interval kind it belongs to (`core.intervals.KIND_GROUPS`)."""
+
+    rows: object  # Measurements of every dataset, dataset-contiguous
+    costs: object  # RowCosts in the same order
+    names: list[str]
+    gpus: list[str]
+    engines: list[str]
+    sources: list[str]
+    kind_group: np.ndarray
+    dtype: np.ndarray  # the row's dtype name
+
+
+def build_corpus(conversions: list[Conversion], gpu_filter: str | None = None
+                 ) -> tuple[Corpus, list[str]]:
+    """The datasets of every file as one corpus; returns it and what was left out."""
+    from rooftui.core.calibration import KINDS
+    from rooftui.core.intervals import KIND_GROUPS
+    from rooftui.core.tables import DTYPES
+
+    wanted = load_gpu(gpu_filter) if gpu_filter else None
+    chosen, skipped = [], []
+    for conversion in conversions:
+        skipped.extend(f"{conversion.path.name}: {reason}" for reason in conversion.skipped)
+        for dataset in conversion.datasets:
+            gpu_name = dataset.rows[0]["gpu"]
+            if wanted and not gpu_matches(gpu_name, gpu_filter, wanted):
+                continue
+            if any(row["gpu"] != gpu_name for row in dataset.rows):
+                skipped.append(f"{dataset.name}: mixes GPUs; give each its own dataset")
+                continue
+            chosen.append(dataset)
+    names = [d.name for d in chosen]
+    rows = to_measurements([row for d in chosen for row in d.rows], names) if chosen else None
+    kept, parts = [], []
+    for index, dataset in enumerate(chosen):
+        members = rows.dataset == index
+        try:
+            parts.append(row_costs(rows.subset(members), load_gpu(dataset.rows[0]["gpu"]),
+                                   Assumptions()))
+            kept.append(index)
+        except SpecError as error:
+            skipped.append(f"{dataset.name}: {error}")
+    if not kept:
+        raise SpecError("no dataset could be validated"
+                        + (f" ({'; '.join(skipped)})" if skipped else ""))
+    rows = rows.subset(np.isin(rows.dataset, kept))
+    costs = _concatenate(parts)
+    kinds = np.array([KIND_GROUPS.get(kind, kind) for kind in KINDS])
+    return Corpus(rows=rows, costs=costs, names=names,
+                  gpus=[d.rows[0]["gpu"] for d in chosen],
+                  engines=[dataset_engine(d) for d in chosen],
+                  sources=[d.source for d in chosen], kind_group=kinds[rows.kind],
+                  dtype=np.array(DTYPES)[rows.dtype]), skipped
+
+
+def _concatenate(parts: list):
+    first = parts[0]
+    return type(first)(**{name: np.concatenate([getattr(p, name) for p in parts])
+                          for name in vars(first)})
+
+
+def group_keys(corpus: Corpus, holdout: str) -> list[str]:
+    """Each dataset's group under `holdout` (dataset, engine or gpu)."""
+    return {"dataset": corpus.names, "engine": corpus.engines, "gpu": corpus.gpus}[holdout]
+
+
+@dataclass
+class HeldOut:
+    """One held-out group: its rows' predictions by a fit that never saw them."""
+
+    group: str
+    datasets: list[int]
+    rows: np.ndarray  # indices into the corpus
+    predicted_s: np.ndarray
+    notes: list[str]
+    explained: dict[str, float] | None = None  # part -> mean log error it accounts for
+
+
+def hold_out(corpus: Corpus, holdout: str, explain: bool = False) -> list[HeldOut]:
+    """For each group, per kind group of its rows: fit on every row of that kind group
+    outside the group, predict the group's rows. A kind with nothing outside the group is
+    predicted by the transfer rule (`core.assumptions.calibrated_profile`) when that
+    profile was fitted on none of the group's data, else by the ideal roofline."""
+    keys = group_keys(corpus, holdout)
+    dataset_group = np.array(keys)[corpus.rows.dataset]
+    results = []
+    for group in dict.fromkeys(keys[d] for d in np.unique(corpus.rows.dataset)):
+        inside = dataset_group == group
+        predicted = np.full(len(corpus.rows), np.nan)
+        notes, shares = [], {}
+        for kind in dict.fromkeys(corpus.kind_group[inside]):
+            target = inside & (corpus.kind_group == kind)
+            train = ~inside & (corpus.kind_group == kind)
+            if train.any():
+                fitted = _fit(corpus, train)
+                predicted[target] = predict(corpus.costs.subset(target), fitted.efficiency,
+                                            mbu=fitted.mbu)
+                if explain:
+                    _add(shares, _explain(corpus, target, fitted), target.sum())
+            else:
+                predicted[target], note = _transferred(corpus, target)
+                notes.append(f"{kind}: {NO_DATA}; {note}")
+        members = np.flatnonzero(inside)
+        results.append(HeldOut(
+            group=group, datasets=[int(d) for d in np.unique(corpus.rows.dataset[inside])],
+            rows=members, predicted_s=predicted[members], notes=notes,
+            explained={p: v / len(members) for p, v in shares.items()} if explain else None))
+    return results
+
+
+def _fit(corpus: Corpus, mask: np.ndarray) -> Fit:
+    return fit(corpus.costs.subset(mask), informed_parameters(corpus.rows.subset(mask)))
+
+
+def _transferred(corpus: Corpus, target: np.ndarray) -> tuple[np.ndarray, str]:
+    from rooftui.core.assumptions import nearest_measured_gpu
+
+    gpu_names = sorted({corpus.gpus[d] for d in np.unique(corpus.rows.dataset[target])})
+    gpu = load_gpu(gpu_names[0])
+    source, _ = nearest_measured_gpu(gpu)
+    if any(gpu_matches(name, source, load_gpu(source)) for name in gpu_names):
+        # the GPU's own kernel profile was fitted on this group's data
+        return predict(corpus.costs.subset(target), Efficiency()), "the ideal roofline"
+    from rooftui.core.assumptions import calibrated_profile
+
+    profile = calibrated_profile(gpu)
+    return profile_prediction(corpus.costs.subset(target), profile), f"{profile.name}"
+
+
+def _add(total: dict, shares: dict, count: int) -> None:
+    for part, value in shares.items():
+        total[part] = total.get(part, 0.0) + value * count
+
+
+def _explain(corpus: Corpus, target: np.ndarray, held_out: Fit) -> dict[str, float]:
+    """The held-out fit's mean absolute log error on `target`, split by Shapley values
+    over the parts of `PARTS`: each part's parameters switched from the held-out fit to
+    a fit on the target itself (the best the model's form allows), in every order; the
+    in-target fit's own error is what no parameter explains (`RESIDUAL_PART`)."""
+    from itertools import combinations
+
+    costs = corpus.costs.subset(target)
+    own = _fit(corpus, target)
+    log_measured = np.log(costs.time_s)
+
+    def error(switched: frozenset) -> float:
+        values = {"mbu": held_out.mbu, **held_out.efficiency.as_dict()}
+        replaced = {"mbu": own.mbu, **own.efficiency.as_dict()}
+        for part in switched:  # a dtype's own value (fp8.gemm_mfu) goes with its base
+            values.update({name: value for name, value in replaced.items()
+                           if name.rpartition(".")[2] in PARTS[part]})
+        mbu = values.pop("mbu")
+        predicted = predict(costs, Efficiency().with_values(values), mbu=mbu)
+        return float(np.mean(np.abs(np.log(predicted) - log_measured)))
+
+    parts = list(PARTS)
+    values = {frozenset(s): error(frozenset(s)) for r in range(len(parts) + 1)
+              for s in combinations(parts, r)}
+    shares = {}
+    n = len(parts)
+    for part in parts:
+        total = 0.0
+        for subset, value in values.items():
+            if part in subset:
+                continue
+            weight = (math.factorial(len(subset)) * math.factorial(n - len(subset) - 1)
+                      / math.factorial(n))
+            total += weight * (value - values[subset | {part}])
+        shares[part] = total
+    shares[RESIDUAL_PART] = values[frozenset(parts)]
+    return shares
+
+
+def residuals(corpus: Corpus, results: list[HeldOut]) -> tuple[np.ndarray, np.ndarray]:
+    """Every held-out row's log(measured / predicted), and the rows (corpus indices)."""
+    rows = np.concatenate([r.rows for r in results])
+    predicted = np.concatenate([r.predicted_s for r in results])
+    return np.log(corpus.costs.time_s[rows] / predicted), rows
+
+
+def nested_coverage(log_ratios: np.ndarray, datasets: np.ndarray,
+                    level: float = DEFAULT_LEVEL) -> float:
+    """The share of each dataset's residuals inside the interval made from the other
+    datasets' residuals, averaged over datasets: the interval's coverage on data it was
+    not made from. NaN with one dataset."""
+    if len(np.unique(datasets)) < 2:
+        return math.nan
+    shares = []
+    for dataset in np.unique(datasets):
+        own = datasets == dataset
+        bounds = ratio_bounds(log_ratios[~own], dataset_weights(datasets[~own]), level)
+        shares.append(coverage(log_ratios[own], bounds))
+    return float(np.mean(shares))
+
+
+def holdout_summary(corpus: Corpus, results: list[HeldOut]) -> dict[str, list[dict]]:
+    """Errors of the held-out predictions by kind, GPU, engine and dtype: MAPE, worst and
+    bias with each dataset weighted equally; per kind also the 80 % interval and its
+    coverage on held-out datasets (`nested_coverage`)."""
+    log_ratios, rows = residuals(corpus, results)
+    relative = np.exp(-log_ratios) - 1.0  # predicted / measured - 1
+    datasets = corpus.rows.dataset[rows]
+    labels = {"kind": corpus.kind_group[rows],
+              "gpu": np.array(corpus.gpus)[datasets],
+              "engine": np.array(corpus.engines)[datasets],
+              "dtype": corpus.dtype[rows]}
+    summary = {}
+    for by, values in labels.items():
+        lines = []
+        for value in dict.fromkeys(values):
+            members = values == value
+            weights = dataset_weights(datasets[members])
+            error = relative[members]
+            line = {by: str(value), "datasets": len(np.unique(datasets[members])),
+                    "rows": int(members.sum()),
+                    "mape": float(np.sum(weights * np.abs(error)) / weights.sum()),
+                    "worst": float(error[np.argmax(np.abs(error))]),
+                    "bias": float(np.sum(weights * error) / weights.sum())}
+            if by == "kind":
+                line["interval"] = list(ratio_bounds(log_ratios[members], weights))
+                line["coverage"] = nested_coverage(log_ratios[members], datasets[members])
+            lines.append(line)
+        summary[by] = lines
+    return summary
+
+
+def holdout_table(corpus: Corpus, results: list[HeldOut]) -> list[dict]:
+    """One JSON-ready row per held-out group: errors as fractions, notes, and the
+    explained parts when asked."""
+    table = []
+    for result in results:
+        measured = corpus.costs.time_s[result.rows]
+        errors = error_summary(result.predicted_s, measured)
+        row = {"group": result.group,
+               "datasets": [corpus.names[d] for d in result.datasets],
+               "kinds": list(dict.fromkeys(corpus.kind_group[result.rows])),
+               "rows": errors["rows"],
+               **{k: errors[k] for k in ("mape", "worst", "bias")},
+               "notes": result.notes}
+        if result.explained is not None:
+            row["explained"] = result.explained
+        table.append(row)
+    return table
+
+
+def profile_scores(corpus: Corpus, results: list[HeldOut], profile: Assumptions
+                   ) -> list[dict]:
+    """A given profile on each held-out group's rows: its errors and, when it has an
+    interval, the share of rows inside it and the widening it would need
+    (`core.intervals.widening_factor`) — for a transferred profile, the measured check
+    of its widening."""
+    from rooftui.core.intervals import widening_factor
+
+    scores = []
+    for result in results:
+        gpu = load_gpu(corpus.gpus[result.datasets[0]])
+        predicted = profile_prediction(_costs_under(corpus, result.rows, gpu, profile),
+                                       profile)
+        measured = corpus.costs.time_s[result.rows]
+        score = {"group": result.group,
+                 **{k: v for k, v in error_summary(predicted, measured).items()
+                    if k != "rows"}}
+        if profile.interval is not None:
+            kinds = corpus.kind_group[result.rows]
+            log_ratios = np.log(measured / predicted)
+            for kind in dict.fromkeys(kinds):
+                bounds = profile.interval.bounds(kind)
+                if bounds is None:
+                    continue
+                members = kinds == kind
+                weights = dataset_weights(corpus.rows.dataset[result.rows][members])
+                score.setdefault("interval", {})[kind] = {
+                    "coverage": coverage(log_ratios[members], bounds, weights),
+                    "widening_needed": widening_factor(log_ratios[members], bounds,
+                                                       weights, profile.interval.level)}
+        scores.append(score)
+    return scores
+
+
+def _costs_under(corpus: Corpus, rows: np.ndarray, gpu, profile: Assumptions):
+    """The rows' costs with the profile's counting flags (the corpus has the ideal's)."""
+    if profile.attention_flops == "causal" and profile.kv_write and not (
+            profile.activation_traffic):
+        return corpus.costs.subset(rows)
+    mask = np.zeros(len(corpus.rows), dtype=bool)
+    mask[rows] = True
+    return row_costs(corpus.rows.subset(mask), gpu, profile)
+
+
+def profile_interval(corpus: Corpus, results: list[HeldOut], document: dict,
+                     profile: Assumptions, held_out: str) -> dict:
+    """The `[interval]` table of a profile fitted on the datasets its `[sources]` names,
+    on the GPU its `[calibration]` names, from leave-one-dataset-out `results`:
+
+    - each kind it was fitted on: the held-out residuals of the datasets it was fitted on
+      (each predicted by a fit on every other dataset of the kind);
+    - `step` when it was fitted on no steps (a kernel profile): its own residuals on the
+      step datasets of its GPU, which it never saw (or, with none there, on every other
+      GPU's, the profile transferred to them).
+    """
+    gpu_name = document.get("calibration", {}).get("gpu")
+    if not gpu_name:
+        raise SpecError("the profile has no [calibration] gpu: only a fitted profile gets "
+                        "an interval")
+    gpu = load_gpu(gpu_name)
+    sources = set(document.get("sources", {}))
+    fitted_on = np.array([name in sources or f"aiconfigurator {name}" in sources
+                          for name in corpus.names])
+    own_gpu = np.array([gpu_matches(name, gpu_name, gpu) for name in corpus.gpus])
+    log_ratios, rows = residuals(corpus, results)
+    datasets = corpus.rows.dataset[rows]
+    kinds = corpus.kind_group[rows]
+    table, described = {"level": DEFAULT_LEVEL}, []
+    for kind in dict.fromkeys(kinds[fitted_on[datasets]]):
+        members = fitted_on[datasets] & (kinds == kind)
+        table[kind] = _bounds(log_ratios[members], datasets[members])
+        described.append(f"{kind} from {len(np.unique(datasets[members]))} held-out datasets")
+    steps = own_gpu[datasets] & (kinds == "step")
+    where = "its GPU"
+    if not steps.any():  # no step data on its GPU: the profile transferred to others'
+        steps, where = kinds == "step", "other GPUs (transferred there)"
+    if "step" not in table and steps.any():
+        predicted = np.concatenate([
+            profile_prediction(_costs_under(corpus, rows[steps & (datasets == d)],
+                                            load_gpu(corpus.gpus[d]), profile), profile)
+            for d in dict.fromkeys(datasets[steps])])
+        order = np.concatenate([np.flatnonzero(steps & (datasets == d))
+                                for d in dict.fromkeys(datasets[steps])])
+        table["step"] = _bounds(np.log(corpus.costs.time_s[rows[order]] / predicted),
+                                datasets[order])
+        described.append(f"step from {len(np.unique(datasets[steps]))} step datasets on "
+                         f"{where}, never fitted on")
+    table["held_out"] = f"{held_out}; on {gpu.name}: " + ", ".join(described)
+    return table
+
+
+def _bounds(log_ratios: np.ndarray, datasets: np.ndarray) -> list[float]:
+    return [round(b, 3) for b in ratio_bounds(log_ratios, dataset_weights(datasets))]
+
+
+def write_interval(path: Path, table: dict, command: str) -> None:
+    """Replace the profile's `[interval]` table (and the line saying how it was made)
+    atomically, after checking that the result loads; kinds the new table lacks (an
+    engine profile's end-to-end ttft and tpot) keep their old bounds."""
+    import tomllib
+
+    from rooftui.core.assumptions import assumptions_from_dict
+    from rooftui.core.intervals import INTERVAL_KINDS
+    from rooftui.sweeps.output_files import write_text_atomic
+
+    text = Path(path).read_text(encoding="utf-8")
+    old = tomllib.loads(text).get("interval", {})
+    table = {**table, **{k: v for k, v in old.items()
+                         if k not in table and (k in INTERVAL_KINDS or k == "transferred_from")}}
+    kept, skipping = [], False
+    for line in text.splitlines():
+        if line.startswith("# Interval by:"):
+            continue
+        if line.startswith("["):
+            skipping = line.strip() == "[interval]"
+        if not skipping:
+            kept.append(line)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    kept.insert(1 if kept and kept[0].startswith("# Calibrated by:") else 0,
+                f"# Interval by: {command}")
+    kept += ["", "[interval]", f"level = {table['level']}",
+             "# multiplicative bounds: low = prediction * low_ratio, high = prediction * "
+             "high_ratio"]
+    kept += [f"{kind} = [{table[kind][0]}, {table[kind][1]}]" for kind in INTERVAL_KINDS
+             if kind in table]
+    kept += [f"{key} = {json.dumps(table[key], ensure_ascii=False)}"
+             for key in ("held_out", "transferred_from") if key in table]
+    text = "\n".join(kept) + "\n"
+    try:
+        assumptions_from_dict(tomllib.loads(text), str(path), Path(path).stem)
+    except (SpecError, tomllib.TOMLDecodeError) as error:
+        raise SpecError(f"--write-interval: {error}") from None
+    write_text_atomic(path, text)

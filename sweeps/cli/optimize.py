@@ -21,7 +21,8 @@ from rooftui.sweeps.cli.options import (
     json_text,
     setup_options,
 )
-from rooftui.sweeps.cli.simulate import resolve_workload
+from rooftui.sweeps.cli.simulate import NULL_REASONS as SIMULATE_NULLS
+from rooftui.sweeps.cli.simulate import interval_lines, latency_intervals, resolve_workload
 from rooftui.sweeps.optimize import (
     DEFAULT_REQUESTS,
     DEFAULT_TOLERANCE,
@@ -175,7 +176,9 @@ def optimize_command(ctx, workload, input_tokens, output_tokens, slo_ttft, slo_t
     if charts_dir is not None:
         written = write_charts(result, charts_dir, priced=config.price_per_gpu_hour is not None)
         click.echo("wrote " + ", ".join(str(path) for path in written), err=True)
-    click.echo(json_text(report, {"best": "no candidate meets the objective at any rate"})
+    click.echo(json_text(report, {"best": "no candidate meets the objective at any rate",
+                                  **{key: reason for key, reason in SIMULATE_NULLS.items()
+                                     if key.startswith("calibration.")}})
                if as_json else render(report))
 
 
@@ -262,6 +265,9 @@ def build_report(ctx, problem: Problem, result: Result, setup: dict, arrival: st
                           **best.metrics(),
                           "simulate_command": simulate_command(ctx, problem, setup, best,
                                                                requests, seed)}
+    rates = {name: best.metrics()[name] for name in ("goodput_tokens_per_s",
+                                                      "tokens_per_s_per_gpu")} if best else {}
+    report["calibration"] = latency_intervals(config.assumptions, report["best"] or {}, rates)
     return report
 
 
@@ -343,6 +349,7 @@ def render(r: dict) -> str:
         lines += [f"  {p['max_batch']:>6,} {p['token_budget']:>7,} {p['rate']:>9,.3g} "
                   f"{p['tokens_per_s_per_gpu']:>14,.0f} {p['per_user_tokens_per_s']:>15,.1f}"
                   for p in r["pareto"]]
+    lines += interval_lines(r)
     lines += ["", f"{r['simulations']:,} simulations in {units.seconds(r['seconds'])}"]
     return "\n".join(lines)
 

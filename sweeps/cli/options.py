@@ -93,7 +93,8 @@ def setup_options(command: Callable) -> Callable:
         click.option("--price-per-gpu-hour", type=Number("price_per_gpu_hour"), metavar="PRICE",
                      help="Also report the cost per million tokens, in the same currency."),
         click.option("--profile", default="ideal", show_default=True, metavar="NAME|PATH",
-                     help="Assumption profile (`sweep specs list profiles`) or a TOML file."),
+                     help="Assumption profile (`sweep specs list profiles`) or a TOML file; "
+                          "calibrated: the GPU's kernel profile, or one transferred to it."),
         click.option("--mfu", type=Number("mfu"), help="Fraction of dense peak FLOP/s reached."),
         click.option("--mbu", type=Number("mbu"), help="Fraction of peak bandwidth reached."),
         click.option("--overlap", type=click.Choice(["parts", "full"]),
@@ -153,6 +154,9 @@ SETUP_KEYS = (
 def build_config(params: dict, **step: object) -> PointConfig:
     """A `PointConfig` from the shared options in `params` and the step's token counts."""
     # here, not at the top: `sweep X --help` then starts without numpy
+    from rooftui.core.assumptions import load_profile
+    from rooftui.core.hardware import load_gpu
+    from rooftui.core.model import load_model
     from rooftui.core.point import ASSUMPTION_OVERRIDES, named_config
 
     config = named_config(
@@ -163,7 +167,8 @@ def build_config(params: dict, **step: object) -> PointConfig:
         spec_tokens=params.get("spec_tokens") or 0, acceptance=params.get("acceptance"),
         price_per_gpu_hour=params.get("price_per_gpu_hour"),
         **{key: params[key] for key in PARALLEL_KEYS if params.get(key) is not None},
-        **{key: params.get(key) for key in ASSUMPTION_OVERRIDES}, **step)
+        **{key: params.get(key) for key in ASSUMPTION_OVERRIDES}, **step,
+        loaders=(load_gpu, load_model, functools.partial(load_profile, gpu=params["gpu"])))
     gpu = config.gpu.with_overrides(
         peak_tflops=params.get("peak_tflops"), bandwidth_tbs=params.get("bandwidth_tbs"),
         memory_gb=params.get("memory_gb"), compute_dtype=config.resolved_compute_dtype)

@@ -55,9 +55,15 @@ def point(batch, context, prefill, prefill_context, tpot_budget, as_json, **setu
     """
     config = build_config(setup, batch=batch, context=context, prefill=prefill,
                           prefill_context=prefill_context, tpot_budget=tpot_budget)
+    from rooftui.core.assumptions import interval_report
     from rooftui.core.point import point_report  # numpy: not for `sweep point --help`
 
     report = point_report(config)
+    report["calibration"] = interval_report(config.assumptions, {
+        "step_time_s": ("step", report["step_time_s"])}, {
+        name: ("step", report[name]) for name in (
+            "tokens_per_s", "per_user_tokens_per_s", "tokens_per_s_per_gpu",
+            "prefill_tokens_per_s") if report.get(name)})
     for warning in report["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -84,7 +90,11 @@ def null_reasons(config) -> dict[str, str]:
                "energy_j_per_token": "the GPU spec gives no tdp_w",
                "cost_per_million_tokens": "no --price-per-gpu-hour given",
                "parallelism.system": "no --system: collectives use the GPU's interconnect",
-               "parallelism.gpus_per_domain": "no --system: no NVLink domain is modelled"}
+               "parallelism.gpus_per_domain": "no --system: no NVLink domain is modelled",
+               "calibration.interval": "the profile has no [interval] (the ideal one is a "
+                                       "bound; an assumed one is not fitted)",
+               "calibration.interval.transferred_from": "fitted on this GPU, not "
+                                                        "transferred"}
     if not config.batch and not config.prefill:
         reasons.update(dict.fromkeys(PER_TOKEN, "no tokens in the step"))
     return reasons
@@ -120,16 +130,32 @@ def render_report(r: dict) -> str:
         lines.append(f"speculative: {spec['spec_tokens']} drafted by {draft}, acceptance "
                      f"{spec['acceptance']:g} → {spec['expected_tokens_per_step']:.2f} tokens "
                      "per sequence per step")
+    calibration = r.get("calibration") or {}
+    if calibration:
+        lines.append(f"calibration: {calibration['provenance']}")
+    interval = calibration.get("interval") or {"bounds": {}}
+
+    def bounds(name: str, show) -> str:
+        if name not in interval["bounds"]:
+            return ""
+        low, high = interval["bounds"][name]
+        return f"   {100 * interval['level']:g} % interval {show(low)}-{show(high)}"
+
     lines += [
         "",
-        f"  step time            {units.seconds(r['step_time_s']):>14}   {r['bound']}-bound",
-        f"  decode throughput    {units.rate(r['tokens_per_s']):>14}   all users",
-        f"  per-user rate        {units.rate(r['per_user_tokens_per_s']):>14}",
+        f"  step time            {units.seconds(r['step_time_s']):>14}   {r['bound']}-bound"
+        + bounds("step_time_s", units.seconds),
+        f"  decode throughput    {units.rate(r['tokens_per_s']):>14}   all users"
+        + bounds("tokens_per_s", units.rate),
+        f"  per-user rate        {units.rate(r['per_user_tokens_per_s']):>14}"
+        + bounds("per_user_tokens_per_s", units.rate),
     ]
     if layout["gpus"] > 1:
-        lines.append(f"  per GPU              {units.rate(r['tokens_per_s_per_gpu']):>14}")
+        lines.append(f"  per GPU              {units.rate(r['tokens_per_s_per_gpu']):>14}"
+                     + bounds("tokens_per_s_per_gpu", units.rate))
     if r["prefill"]:
-        lines.append(f"  prefill throughput   {units.rate(r['prefill_tokens_per_s']):>14}")
+        lines.append(f"  prefill throughput   {units.rate(r['prefill_tokens_per_s']):>14}"
+                     + bounds("prefill_tokens_per_s", units.rate))
     lines += [
         f"  attention share      {units.percent(r['attention_share']):>14}   of the parts' time",
         f"  MFU / MBU            {units.percent(r['mfu']):>7} / {units.percent(r['mbu'])}",

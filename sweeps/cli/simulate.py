@@ -191,6 +191,8 @@ def simulate_command(policy, max_batch, token_budget, workload, input_tokens, ou
         "seed": seed,
         **summarize(simulation, slo_ttft, slo_tpot),
     }
+    report["calibration"] = latency_intervals(
+        config.assumptions, report, {"throughput_tokens_per_s": report["throughput_tokens_per_s"]})
     if slo_ttft is not None or slo_tpot is not None:
         report["slo_ttft_s"], report["slo_tpot_s"] = slo_ttft, slo_tpot
     if cache is not None:  # the same requests without the cache, for comparison
@@ -210,7 +212,48 @@ NULL_REASONS = {  # why a field of `sweep simulate --json` can be null
     "slo_ttft_s": "no --slo-ttft given",
     "slo_tpot_s": "no --slo-tpot given",
     **prefix_caching.NULL_REASONS,
+    "calibration.interval": "the profile has no [interval] (the ideal one is a bound; an "
+                            "assumed one is not fitted)",
+    "calibration.interval.transferred_from": "fitted on this GPU, not transferred",
 }
+
+
+def latency_intervals(assumptions, latencies: dict, rates: dict[str, float]) -> dict:
+    """The profile's provenance and the intervals of TTFT and TPOT (`latencies`' mean and
+    p50 statistics) and of `rates` (tok/s, inverting TPOT): the profile's end-to-end
+    bounds, else its step bounds (`kinds` says which)."""
+    from rooftui.core.assumptions import interval_report
+
+    times = {f"{key}.{stat}": (kind, latencies[key][stat])
+             for key, kind in (("ttft_s", "ttft"), ("tpot_s", "tpot")) if latencies.get(key)
+             for stat in ("mean", "p50") if stat in latencies[key]}
+    return interval_report(assumptions, times,
+                           {name: ("tpot", value) for name, value in rates.items()})
+
+
+def interval_lines(r: dict) -> list[str]:
+    """Provenance, and one line of intervals when the profile has them."""
+    calibration = r.get("calibration")
+    if not calibration:
+        return []
+    lines = ["", f"  calibration: {calibration['provenance']}"]
+    interval = calibration["interval"]
+    if interval:
+        labels = {"ttft_s.mean": "TTFT mean", "ttft_s.p50": "TTFT p50",
+                  "tpot_s.mean": "TPOT mean", "tpot_s.p50": "TPOT p50"}
+        shown = [f"{label} {units.seconds(interval['bounds'][name][0])}-"
+                 f"{units.seconds(interval['bounds'][name][1])}"
+                 for name, label in labels.items() if name in interval["bounds"]]
+        rates = {"throughput_tokens_per_s": "throughput", "goodput_tokens_per_s": "goodput",
+                 "tokens_per_s_per_gpu": "per GPU"}
+        shown += [f"{label} {units.rate(interval['bounds'][name][0])}-"
+                  f"{units.rate(interval['bounds'][name][1])}"
+                  for name, label in rates.items() if name in interval["bounds"]]
+        from_step = set(interval["kinds"].values()) == {"step"}
+        lines.append(f"  {100 * interval['level']:g} % interval: " + ", ".join(shown)
+                     + (" (the profile's step bounds: it has no end-to-end ones)"
+                        if from_step else ""))
+    return lines
 
 
 def render(r: dict) -> str:
@@ -247,4 +290,5 @@ def render(r: dict) -> str:
                       f"· goodput {units.rate(r['goodput_tokens_per_s'])}"]
     if "prefix_cache" in r:
         lines += prefix_caching.render_lines(r)
+    lines += interval_lines(r)
     return "\n".join(lines)

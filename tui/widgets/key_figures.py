@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from rooftui.core import units
+from rooftui.core.errors import SpecError
 
 
 def _max_batch(report: dict) -> str:
@@ -14,10 +15,26 @@ def _max_batch(report: dict) -> str:
     return f"{report['max_batch']:,}" + ("" if report["fits"] else " (exceeded)")
 
 
+def _step_time(report: dict) -> str:
+    """The step time, with the profile's interval when it has one (a fitted profile)."""
+    from rooftui.tui.settings import cached_profile
+
+    time = units.seconds(report["step_time_s"])
+    try:
+        interval = cached_profile(report["assumptions"]["profile"]).interval
+    except SpecError:  # a profile the Explorer did not load by name (none to show)
+        return time
+    bounds = interval.around("step", report["step_time_s"]) if interval else None
+    if bounds is None:
+        return time
+    return (f"{time} ({100 * interval.level:g} %: {units.seconds(bounds[0])}-"
+            f"{units.seconds(bounds[1])})")
+
+
 def key_figures(report: dict) -> list[tuple[str, str]]:
     """(label, value with unit) pairs, in reading order."""
     return [
-        ("step time", units.seconds(report["step_time_s"])),
+        ("step time", _step_time(report)),
         ("bound", report["bound"]),
         ("ridge", units.intensity(report["ridge"])),
         ("tokens/s", units.rate(report["tokens_per_s"])),
