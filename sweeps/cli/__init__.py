@@ -6,7 +6,6 @@ starts without loading polars or altair.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import sys
 from pathlib import Path
@@ -58,6 +57,8 @@ class LazyGroup(click.Group):
 
 
 def _docstring(name: str) -> str:
+    import ast  # only for `sweep --help`, not on every command's start
+
     module_name, attribute = COMMANDS[name].split(":")
     tree = ast.parse(Path(__file__).with_name(f"{module_name}.py").read_text())
     for node in tree.body:
