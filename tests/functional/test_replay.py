@@ -89,8 +89,9 @@ def documented_held_out(engine: str) -> dict[tuple[str, str], float]:
     return table
 
 
-def test_silicon_replay_held_out_tpot_is_what_the_docs_say(measured):
-    report = sweep_json("replay", "--measured-dir", measured, "--engine", "vllm", "--fit")
+def test_silicon_replay_held_out_tpot_is_what_the_docs_say(measured, tmp_path):
+    report = sweep_json("replay", "--measured-dir", measured, "--engine", "vllm", "--fit",
+                        "--out", tmp_path)
     assert report["runs"] == 219  # every vLLM run of the 778 (no row dropped)
     documented = documented_held_out("vllm")
     held = {(g["gpu"], g["model"]): 100 * g["mape_tpot"] for g in report["held_out"]}
@@ -100,3 +101,10 @@ def test_silicon_replay_held_out_tpot_is_what_the_docs_say(measured):
     (profile,) = report["profiles"]
     low, high = profile["interval"]["tpot"]
     assert low <= 1 <= high
+    # one engine profile per GPU with data, loading with the interval it was given
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h100-sxm-vllm.toml", "h200-vllm.toml"]
+    written = load_profile(str(tmp_path / "h200-vllm.toml"))
+    assert written.interval.bounds("tpot") == (low, high)
+    assert "leave-one-group-out over 4" in written.interval.held_out
+    assert written.efficiency.allreduce_overhead_s == pytest.approx(
+        profile["overheads_s"][2], rel=1e-3)
