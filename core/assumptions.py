@@ -104,9 +104,13 @@ def assumptions_from_dict(data: dict, where: str, name: str) -> Assumptions:
 def _provenance(data: dict) -> str:
     """One line: kernel or engine profile, the GPU and rows it was fitted on, and what."""
     calibration = data["calibration"]
-    steps = "step_overhead_s" in calibration.get("fitted", ())
-    kind = "engine profile (steps of one engine)" if steps else (
-        "kernel profile (isolated kernels, no engine overheads)")
+    if calibration.get("kind") == "end_to_end":
+        kind = (f"engine profile ({calibration.get('engine', 'an engine')} end to end, "
+                f"on kernel profile {calibration.get('base', '?')})")
+    elif "step_overhead_s" in calibration.get("fitted", ()):
+        kind = "engine profile (steps of one engine)"
+    else:
+        kind = "kernel profile (isolated kernels, no engine overheads)"
     rows = calibration.get("rows")
     counted = f", {rows:,} rows" if isinstance(rows, int) else ""
     return (f"{kind} fitted on {calibration.get('gpu', '?')}{counted}: "

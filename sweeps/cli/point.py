@@ -134,6 +134,9 @@ def render_report(r: dict) -> str:
     if calibration:
         lines.append(f"calibration: {calibration['provenance']}")
     interval = calibration.get("interval") or {"bounds": {}}
+    if calibration.get("interval") and not interval["bounds"]:
+        lines.append("  (its interval bounds end-to-end TTFT and TPOT, not one step: "
+                     "`sweep simulate` prints them)")
 
     def bounds(name: str, show) -> str:
         if name not in interval["bounds"]:

@@ -169,3 +169,17 @@ def test_a_gpu_without_data_gets_the_nearest_measured_gpus_profile_widened():
 def test_calibrated_needs_a_gpu():
     with pytest.raises(SpecError, match="resolves per GPU"):
         load_profile("calibrated")
+
+
+def test_the_explorers_step_time_shows_a_fitted_profiles_interval():
+    from rooftui.core.point import named_config, point_report
+    from rooftui.tui.widgets.key_figures import key_figures
+
+    def step_time(profile: str) -> str:
+        config = named_config("h100-sxm", "llama-2-70b", profile, tp=4, batch=8,
+                              context=640)
+        return dict(key_figures(point_report(config)))["step time"]
+
+    shown = step_time("h100-splitwise")
+    assert "(80 %: " in shown and shown.endswith(" ms)")
+    assert "(" not in step_time("ideal")
