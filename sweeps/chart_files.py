@@ -167,10 +167,18 @@ def chart_spec(chart: alt.TopLevelMixin) -> tuple[dict, dict[str, pl.DataFrame]]
 
 
 def spec_text(spec: dict, frames: Mapping[str, pl.DataFrame]) -> str:
-    """`spec` as strict JSON with `frames` as its datasets (polars writes the rows; a
-    value that is not finite is null), safe inside a <script> element."""
+    """`spec` as strict JSON with `frames` as its datasets, safe inside a <script>
+    element. Each frame is CSV text (polars writes it; a value that is not finite is
+    empty, read as null), its columns' types given as the data's `format.parse`: a
+    third of the bytes of rows as JSON objects, which repeat every name in every row."""
     import polars as pl
 
+    parse = {}
+    for name, frame in frames.items():
+        parse[name] = {column: "boolean" if dtype == pl.Boolean else "number"
+                       for column, dtype in frame.schema.items() if dtype.is_numeric()
+                       or dtype == pl.Boolean}
+    _name_formats(spec, parse)
     own = spec.get("datasets", {})
     head = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, allow_nan=False)
     datasets = [f"{json.dumps(name)}: {json.dumps(rows, allow_nan=False)}"
@@ -178,9 +186,22 @@ def spec_text(spec: dict, frames: Mapping[str, pl.DataFrame]) -> str:
     for name, frame in frames.items():
         finite = frame.with_columns(pl.when(pl.col(c).is_finite()).then(pl.col(c))
                                     for c, dtype in frame.schema.items() if dtype.is_float())
-        datasets.append(f"{json.dumps(name)}: {finite.write_json()}")
+        datasets.append(f"{json.dumps(name)}: {json.dumps(finite.write_csv())}")
     text = f"{head[:-1]}, \"datasets\": {{{', '.join(datasets)}}}}}"  # a spec has $schema
     return text.replace("</", "<\\/")
+
+
+def _name_formats(spec: Any, parse: Mapping[str, dict]) -> None:
+    """Give every reference to a CSV dataset (`{"name": ...}`) its format."""
+    if isinstance(spec, dict):
+        data = spec.get("data")
+        if isinstance(data, dict) and data.get("name") in parse:
+            data["format"] = {"type": "csv", "parse": parse[data["name"]]}
+        for value in spec.values():
+            _name_formats(value, parse)
+    elif isinstance(spec, list):
+        for value in spec:
+            _name_formats(value, parse)
 
 
 def menu_choices(spec: Any) -> dict[str, Any]:
