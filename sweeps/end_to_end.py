@@ -451,6 +451,14 @@ def interval_bounds(groups: Sequence[np.ndarray], level: float) -> tuple[float, 
     return min(1.0, round(math.exp(low), 3)), max(1.0, round(math.exp(high), 3))
 
 
+def coverage(ratios: np.ndarray, bounds: tuple[float, float]) -> float | None:
+    """Share of held-out runs whose measured / predicted lies within (low, high)."""
+    if not ratios.size:
+        return None
+    low, high = bounds
+    return float(np.mean((ratios >= math.log(low)) & (ratios <= math.log(high))))
+
+
 @dataclass
 class HeldOut:
     """Leave-one-group-out over one engine's groups."""

@@ -163,9 +163,12 @@ def _measured(folder, engine, base, profile, fit, out) -> dict:
         held = end_to_end.leave_one_group_out(mine, base, end_to_end.replay_again)
         bounds = {kind: end_to_end.interval_bounds(held.ratios[kind], LEVEL)
                   for kind in ("ttft", "tpot")}
-        for key, group in held.groups.items():
+        for index, (key, group) in enumerate(held.groups.items()):
+            coverage = {kind: end_to_end.coverage(held.ratios[kind][index], bounds[kind])
+                        for kind in bounds}
             report["held_out"].append({"engine": key[0], "gpu": key[1], "model": key[2],
-                                       **group, "overheads": group["overheads"].tolist()})
+                                       **group, "overheads": group["overheads"].tolist(),
+                                       "interval_coverage": coverage})
         full = end_to_end.fit_overheads(mine, base, replay=end_to_end.replay_again)
         entry = {"engine": engine, "overheads_s": full.overheads.tolist(),
                  "fitted": full.fitted, "at_bound": full.at_bound,
@@ -249,10 +252,13 @@ def render(report: dict) -> str:
     if report.get("held_out"):
         lines += ["", "held out (fitted on the engine's other groups):",
                   f"  {'engine':<10}{'GPU':<10}{'model':<14}{'runs':>6}"
-                  f"{'TTFT MAPE':>12}{'TPOT MAPE':>12}{'TPOT bias':>12}"]
+                  f"{'TTFT MAPE':>12}{'TPOT MAPE':>12}{'TPOT bias':>12}"
+                  f"{'in 80 % TTFT':>14}{'TPOT':>8}"]
         lines += [f"  {g['engine']:<10}{g['gpu']:<10}{g['model']:<14}{g['runs']:>6}"
                   f"{_mape(g['mape_ttft']):>12}{_mape(g['mape_tpot']):>12}"
-                  f"{_percent(g['bias_tpot']):>12}" for g in report["held_out"]]
+                  f"{_percent(g['bias_tpot']):>12}"
+                  f"{_mape(g['interval_coverage']['ttft']):>14}"
+                  f"{_mape(g['interval_coverage']['tpot']):>8}" for g in report["held_out"]]
         for entry in report["profiles"]:
             step, layer, allreduce = entry["overheads_s"]
             lines.append(f"  {entry['engine']}: step {units.seconds(step)}, layer "
