@@ -37,7 +37,7 @@ from pathlib import Path
 
 from textual import events
 
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.screens.explorer import ExplorerScreen
 
 # batch 1 -> 2 -> 4 ... -> 64 and back down, with context steps in between

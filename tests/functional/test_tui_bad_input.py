@@ -22,7 +22,7 @@ from textual.widgets import Input, Select
 from rooftui.core.limits import BOUNDS
 from rooftui.core.spec_files import shipped_dir
 from rooftui.tui import app as app_module
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.screens.optimize import FIELDS, READY, OptimizeScreen
 from rooftui.tui.screens.results import ResultsScreen
 from rooftui.tui.widgets.controls import CONTROLS

@@ -11,7 +11,7 @@ from test_tui_support import pilot_test, settle, shown_text, sweep_point, wait_f
 from textual.widgets import Input, Select
 
 from rooftui.core import units
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.settings import ExplorerSettings
 from rooftui.tui.widgets.breakdown import Breakdown
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from test_tui_support import GRID, pilot_test, shown_text, wait_for_results
 
 from rooftui.sweeps.cli import cli
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 
 
 def damaged_results(directory):

@@ -13,8 +13,8 @@ from textual.widgets import Input, Select
 
 from rooftui.core import units
 from rooftui.core.limits import BOUNDS
-from rooftui.tui.app import RooftuiApp
 from rooftui.tui.keys import KeyboardScreen
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.screens.explorer import ExplorerScreen
 from rooftui.tui.screens.help import HelpScreen
 from rooftui.tui.screens.optimize import OptimizeScreen
@@ -269,7 +269,7 @@ def test_start_imports_neither_polars_nor_altair():
     """What the first screen needs only: the Explorer computes without them."""
     code = (
         "import sys\n"
-        "from rooftui.tui.app import RooftuiApp\n"
+        "from rooftui.tui.rooftui_app import RooftuiApp\n"
         "from rooftui.tui.figures import compute_figures\n"
         "from rooftui.tui.settings import ExplorerSettings\n"
         "compute_figures(ExplorerSettings())\n"
@@ -278,6 +278,23 @@ def test_start_imports_neither_polars_nor_altair():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_help_imports_no_screen_nor_textual_nor_numpy():
+    """`rooftui --help` (issue 19): the arguments are parsed before the App loads."""
+    code = (
+        "import sys\n"
+        "from rooftui.tui.app import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'numpy')\n"
+        "             or m.startswith('rooftui.tui.screens')))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert "usage: rooftui" in result.stdout and "examples:" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize(("argv", "message"), [

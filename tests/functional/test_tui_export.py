@@ -14,7 +14,7 @@ from test_tui_support import (
     write_results_dir,
 )
 
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 
 pytestmark = pytest.mark.slow  # altair, vl-convert and the Vega bundle: seconds each
 

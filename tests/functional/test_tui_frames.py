@@ -12,8 +12,8 @@ from test_tui_support import pilot_test, settle, wait_for_explorer
 from textual._compositor import CompositorUpdate
 from textual.geometry import Region
 
-from rooftui.tui.app import RooftuiApp
 from rooftui.tui.compositor import column_boxes
+from rooftui.tui.rooftui_app import RooftuiApp
 
 Cell = tuple[str, Style]
 

@@ -14,7 +14,7 @@ from test_tui_support import (
 )
 from textual.widgets import DataTable, Footer, Input, Select
 
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.screens.explorer import ExplorerScreen
 from rooftui.tui.screens.optimize import OptimizeScreen
 from rooftui.tui.screens.results import ResultsScreen

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from test_tui_support import pilot_test, settle, shown_text, sweep_point, wait_for_explorer
 
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.settings import ExplorerSettings
 from rooftui.tui.widgets.memory_panel import MemoryPanel
 

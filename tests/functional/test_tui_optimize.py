@@ -8,7 +8,7 @@ import pytest
 from test_tui_support import pilot_test
 from textual.widgets import DataTable, Input, Static
 
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.screens.optimize import OptimizeScreen
 
 pytestmark = pytest.mark.slow

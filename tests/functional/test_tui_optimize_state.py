@@ -7,8 +7,8 @@ from __future__ import annotations
 from test_tui_support import pilot_test, settle, shown_text, wait_for_explorer
 from textual.widgets import Input
 
-from rooftui.tui.app import RooftuiApp
 from rooftui.tui.optimize_search import MAX_CANDIDATES, MAX_REQUESTS
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.screens.explorer import ExplorerScreen
 from rooftui.tui.screens.optimize import OptimizeScreen
 

@@ -7,7 +7,7 @@ import pytest
 from test_tui_support import pilot_test, settle, wait_for_explorer
 from textual.command import CommandPalette
 
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.screens.optimize import OptimizeScreen
 
 

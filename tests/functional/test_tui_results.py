@@ -17,9 +17,9 @@ from test_tui_support import (
 )
 from textual.widgets import DataTable, Select
 
-from rooftui.tui.app import RooftuiApp
 from rooftui.tui.results_data import ResultsData
 from rooftui.tui.results_query import PAGE_ROWS, Query
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.screens.explorer import ExplorerScreen
 from rooftui.tui.screens.results import ResultsScreen
 from rooftui.tui.widgets.results_plot import ResultsPlot

@@ -18,7 +18,7 @@ from test_tui_support import (
 from textual.widgets import DataTable, Input, Select, SelectionList
 
 from rooftui.sweeps.cli import cli
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 from rooftui.tui.screens.explorer import ExplorerScreen
 
 OPTIMIZE_GRID = """

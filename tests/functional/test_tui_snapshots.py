@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from test_tui_support import settle, wait_for_explorer, wait_for_results, write_results_dir
 
-from rooftui.tui.app import RooftuiApp
+from rooftui.tui.rooftui_app import RooftuiApp
 
 
 def test_explorer_at_80x24(snap_compare):
