@@ -760,13 +760,21 @@ def optimize(problem: Problem, objective: Objective, batches: Sequence[int],
     candidates: list[Candidate | None] = [None] * len(pairs)
     if workers > 1 and len(pairs) > 1:
         import multiprocessing
+        import threading
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() \
-            else "spawn"
-        with ProcessPoolExecutor(max_workers=min(workers, len(pairs)),
-                                 mp_context=multiprocessing.get_context(method),
-                                 initializer=_start_worker, initargs=arguments) as pool:
+        methods = multiprocessing.get_all_start_methods()
+        if "fork" in methods and threading.active_count() == 1:
+            # forked once the server's tables are built: workers start with them and
+            # import nothing (forking is safe with no other thread running)
+            _start_worker(*arguments)
+            context, initializer, arguments = multiprocessing.get_context("fork"), None, ()
+        else:
+            context = multiprocessing.get_context(
+                "forkserver" if "forkserver" in methods else "spawn")
+            initializer = _start_worker
+        with ProcessPoolExecutor(max_workers=min(workers, len(pairs)), mp_context=context,
+                                 initializer=initializer, initargs=arguments) as pool:
             futures = {pool.submit(_candidate_in_worker, pair): index
                        for index, pair in enumerate(pairs)}
             try:
@@ -777,6 +785,7 @@ def optimize(problem: Problem, objective: Objective, batches: Sequence[int],
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
+        _forget_worker()
     else:
         server = Server(problem, max(batches))
         for index, pair in enumerate(pairs):
@@ -793,6 +802,11 @@ def _start_worker(problem: Problem, objective: Objective, max_batch: int,
                   tolerance: float) -> None:
     global _WORKER
     _WORKER = (Server(problem, max_batch), objective, tolerance)
+
+
+def _forget_worker() -> None:
+    global _WORKER
+    _WORKER = None  # the parent's copy, once its forked workers are done
 
 
 def _candidate_in_worker(pair: tuple[int, int]) -> Candidate:

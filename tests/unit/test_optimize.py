@@ -198,7 +198,9 @@ def test_a_looser_slo_never_lowers_the_sustained_rate(small_server, strict, loos
         assert rates[1] >= rates[0]
 
 
-def test_workers_give_the_same_result():
+@pytest.mark.parametrize("threads", [1, 2])  # forked with the server built; forkserver
+def test_workers_give_the_same_result(monkeypatch, threads):
+    monkeypatch.setattr("threading.active_count", lambda: threads)
     problem = Problem(config=config(), workload=SMALL, requests=100)
     objective = Objective(ttft_s=1.0, tpot_s=0.05)
     alone = optimize(problem, objective, [8, 32], [256, 1024])
