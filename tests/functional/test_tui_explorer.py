@@ -4,6 +4,7 @@ help, the command palette, and start-up imports."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -265,36 +266,38 @@ async def test_quit_key():
     assert app.return_code == 0
 
 
+def modules_loaded_by(code: str, wanted: str) -> tuple[str, list[str]]:
+    """Run `code` in a fresh interpreter: what it printed, and the loaded modules of
+    `wanted` (a test on a module name `m`)."""
+    probe = f"import sys\n{code}\nprint(sorted(m for m in list(sys.modules) if {wanted}))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True)
+    *printed, modules = result.stdout.strip().splitlines()
+    return "\n".join(printed), ast.literal_eval(modules)
+
+
 def test_start_imports_neither_polars_nor_altair():
     """What the first screen needs only: the Explorer computes without them."""
-    code = (
-        "import sys\n"
+    _, loaded = modules_loaded_by(
         "from rooftui.tui.rooftui_app import RooftuiApp\n"
         "from rooftui.tui.figures import compute_figures\n"
         "from rooftui.tui.settings import ExplorerSettings\n"
-        "compute_figures(ExplorerSettings())\n"
-        "print(sorted(m for m in ('polars', 'altair', 'vl_convert', 'click') "
-        "if m in sys.modules))\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
-    assert result.stdout.strip() == "[]"
+        "compute_figures(ExplorerSettings())",
+        "m in ('polars', 'altair', 'vl_convert', 'click')")
+    assert loaded == []
 
 
 def test_help_imports_no_screen_nor_textual_nor_numpy():
     """`rooftui --help` (issue 19): the arguments are parsed before the App loads."""
-    code = (
-        "import sys\n"
+    printed, loaded = modules_loaded_by(
         "from rooftui.tui.app import main\n"
         "try:\n"
         "    main(['--help'])\n"
         "except SystemExit:\n"
-        "    pass\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'numpy')\n"
-        "             or m.startswith('rooftui.tui.screens')))\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
-    assert "usage: rooftui" in result.stdout and "examples:" in result.stdout
-    assert result.stdout.strip().splitlines()[-1] == "[]"
+        "    pass",
+        "m.split('.')[0] in ('textual', 'numpy') or m.startswith('rooftui.tui.screens')")
+    assert "usage: rooftui" in printed and "examples:" in printed
+    assert loaded == []
 
 
 @pytest.mark.parametrize(("argv", "message"), [
