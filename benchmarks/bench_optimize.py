@@ -3,26 +3,33 @@
 Runs the real command (`sweep optimize ... --json` in a subprocess) on Llama-3-8B, H100 SXM,
 the derated profile, the sharegpt-8k workload, TTFT <= 2 s and TPOT <= 100 ms for 90 % of
 requests, 1,000 requests per simulation, with 1 and with 2 worker processes, and prints
-the wall time, plus the candidates simulated and the simulations they used. With 1 worker
-it also prints the CPU time of the whole search (user + system of the command, from
-getrusage of the children); worker processes belong to multiprocessing's forkserver, so
-that figure is not available for them (the work is the same). Target (issue 7): under 60 s
-on 2 cores. On a shared machine the wall time is longer than the CPU time / workers; the
-CPU time is the steadier figure.
+the wall time and the CPU time of the whole search (user + system of the command and of
+the workers it forked, from getrusage of the children), plus the candidates simulated and
+the simulations they used. Targets (issue 19): >= 3x faster than the search at afe7641,
+and >= 1.6x faster with 2 workers than with 1. On a shared machine the wall time is longer
+than the CPU time / workers; the CPU time is the steadier figure.
+
+With `--before REV` the same command also runs on the package as it was at REV (from
+`git archive`, put first on PYTHONPATH), alternately with the checkout's, so that both
+see the same load.
 
 Run: python benchmarks/bench_optimize.py [--workers 1,2] [--requests N] [--repeats R]
+     [--before afe7641]
 The best of R runs is reported.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
 
+from code_at import package_at
 from machine_info import describe_machine  # the script's folder is on sys.path
 
 BATCHES = "8,16,32,64,96,128,192,256"
@@ -34,13 +41,14 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(workers: int, requests: int) -> tuple[float, float, dict]:
+def run(workers: int, requests: int, pythonpath: str | None) -> tuple[float, float, dict]:
     command = [sys.executable, "-m", "rooftui.sweeps", "optimize", "--profile", "derated",
                "--workload", "sharegpt-8k", "--slo-ttft", "2", "--slo-tpot", "0.1",
                "--batches", BATCHES, "--budgets", BUDGETS, "--requests", str(requests),
                "--workers", str(workers), "--json"]
+    env = dict(os.environ) | ({"PYTHONPATH": pythonpath} if pythonpath else {})
     cpu, began = children_cpu(), time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
     return time.perf_counter() - began, children_cpu() - cpu, json.loads(done.stdout)
 
 
@@ -49,21 +57,28 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--before", metavar="REV", help="also run the search at REV")
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
     print(f"command: python {' '.join(sys.argv)}")
     print(f"search: 8 max batches ({BATCHES}) x 6 budgets ({BUDGETS}), {args.requests:,} "
           "requests per simulation")
-    for workers in (int(w) for w in args.workers.split(",")):
-        runs = [run(workers, args.requests) for _ in range(args.repeats)]
-        wall, cpu, report = min(runs, key=lambda r: r[0])
-        simulated = sum(c["status"] == "sustained" for c in report["candidates"])
-        best = report["best"]
-        cpu_text = f", CPU {cpu:6.1f} s" if workers == 1 else ""
-        print(f"workers {workers}: wall {wall:6.1f} s{cpu_text} · "
-              f"{simulated} of {len(report['candidates'])} candidates simulated, "
-              f"{report['simulations']} simulations · best B {best['max_batch']}, "
-              f"T {best['token_budget']}: {best['rate']:.3g} req/s")
+    with package_at(args.before) if args.before else contextlib.nullcontext() as before:
+        versions = {"now": None} | ({f"at {args.before}": before} if args.before else {})
+        for workers in (int(w) for w in args.workers.split(",")):
+            runs: dict[str, list] = {name: [] for name in versions}
+            for _ in range(args.repeats):
+                for name, pythonpath in versions.items():  # alternately: the same load
+                    runs[name].append(run(workers, args.requests, pythonpath))
+            for name, timings in runs.items():
+                wall, cpu, report = min(timings, key=lambda r: r[0])
+                simulated = sum(c["status"] == "sustained" for c in report["candidates"])
+                best = report["best"]
+                print(f"{name:>12}, workers {workers}: wall {wall:6.1f} s, CPU {cpu:6.1f} s · "
+                      f"{simulated} of {len(report['candidates'])} candidates simulated, "
+                      f"{report['simulations']} simulations · best B {best['max_batch']}, "
+                      f"T {best['token_budget']}: {best['rate']:.3g} req/s · load "
+                      f"{os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -9,17 +9,26 @@ step costs from the step model, the run) and splitting its step records into col
 timed separately. Target (issue 6): >= 20,000 simulated requests/s for
 continuous batching with >= 20,000 requests.
 
+With `--before REV` the same benchmark runs, in fresh processes, on the package as it was
+at REV (from `git archive`, first on PYTHONPATH) and on the checkout, alternately for
+`--rounds` rounds, so that both see the same load (issue 19's target: >= 40,000 chunked
+requests per CPU second).
+
 Run: python benchmarks/bench_simulator.py [--requests N] [--repeats R]
      [--policies continuous,chunked,static] [--arrival closed] [--token-budget T]
+     [--before afe7641 [--rounds 2]]
 The best of R runs is reported (the machine may be shared; the minimum is the least noisy).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import time
 
+from code_at import package_at
 from machine_info import describe_machine  # the script's folder is on sys.path
 
 from rooftui.core.arrivals import parse_arrivals
@@ -39,7 +48,12 @@ def main() -> None:
     parser.add_argument("--token-budget", type=int, default=512)
     parser.add_argument("--max-batch", type=int, default=128)
     parser.add_argument("--workload", default="sharegpt-8k")
+    parser.add_argument("--before", metavar="REV", help="also time the simulator at REV")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    if args.before:
+        side_by_side(args)
+        return
 
     config = PointConfig(gpu=load_gpu("h100-sxm"), model=load_model("llama-3-8b"))
     inputs = config.step_inputs()
@@ -68,6 +82,24 @@ def main() -> None:
               f"{summary['steps'] / best_cpu:>12,.0f} steps/s per CPU second "
               f"({best_cpu:.3f} s CPU, {best_wall:.3f} s wall, {summary['steps']:,} steps; "
               f"summarize {best_summary * 1e3:.0f} ms)")
+
+
+def side_by_side(args) -> None:
+    """This benchmark at `args.before` and now, alternately, each in a fresh process."""
+    argv = [sys.executable, __file__, "--requests", str(args.requests), "--repeats",
+            str(args.repeats), "--policies", args.policies, "--arrival", args.arrival,
+            "--token-budget", str(args.token_budget), "--max-batch", str(args.max_batch),
+            "--workload", args.workload]
+    print(f"machine: {describe_machine()}")
+    print(f"command: python {' '.join(sys.argv)}")
+    with package_at(args.before) as before:
+        for _ in range(args.rounds):
+            for name, pythonpath in ((f"at {args.before}", before), ("now", None)):
+                env = dict(os.environ) | ({"PYTHONPATH": pythonpath} if pythonpath else {})
+                lines = subprocess.run(argv, capture_output=True, text=True, check=True,
+                                       env=env).stdout.splitlines()
+                print(f"{name} (load {os.getloadavg()[0]:.1f}):")
+                print("\n".join(line for line in lines if line.startswith("  ")))
 
 
 if __name__ == "__main__":
