@@ -437,33 +437,41 @@ def nested_coverage(log_ratios: np.ndarray, datasets: np.ndarray,
     return float(np.mean(shares))
 
 
-def holdout_summary(corpus: Corpus, results: list[HeldOut]) -> dict[str, list[dict]]:
-    """Errors of the held-out predictions by kind, GPU, engine and dtype: MAPE, worst and
-    bias with each dataset weighted equally; per kind also the 80 % interval and its
-    coverage on held-out datasets (`nested_coverage`)."""
+def holdout_summary(corpus: Corpus, results: list[HeldOut]) -> dict[str, dict[str, dict]]:
+    """Errors of the held-out predictions by kind, step phase (decode, prefill or mixed),
+    GPU, engine and dtype: MAPE, worst and bias with each dataset weighted equally; per
+    kind and phase also the 80 % interval and its coverage on held-out datasets
+    (`nested_coverage`). {summary: {value: figures}}, e.g. {"kind": {"gemm": {...}}}."""
     log_ratios, rows = residuals(corpus, results)
     relative = np.exp(-log_ratios) - 1.0  # predicted / measured - 1
     datasets = corpus.rows.dataset[rows]
-    labels = {"kind": corpus.kind_group[rows],
+    kinds = corpus.kind_group[rows]
+    batch, prefill = corpus.rows.batch[rows], corpus.rows.prefill[rows]
+    phase = np.where(batch == 0, "prefill step", np.where(prefill == 0, "decode step",
+                                                           "mixed step"))
+    labels = {"kind": kinds,
+              "step phase": np.where(kinds == "step", phase, ""),
               "gpu": np.array(corpus.gpus)[datasets],
               "engine": np.array(corpus.engines)[datasets],
               "dtype": corpus.dtype[rows]}
     summary = {}
     for by, values in labels.items():
-        lines = []
+        lines = {}
         for value in dict.fromkeys(values):
+            if not value:  # a row outside this summary (kernels have no step phase)
+                continue
             members = values == value
             weights = dataset_weights(datasets[members])
             error = relative[members]
-            line = {by: str(value), "datasets": len(np.unique(datasets[members])),
+            line = {"datasets": len(np.unique(datasets[members])),
                     "rows": int(members.sum()),
                     "mape": float(np.sum(weights * np.abs(error)) / weights.sum()),
                     "worst": float(error[np.argmax(np.abs(error))]),
                     "bias": float(np.sum(weights * error) / weights.sum())}
-            if by == "kind":
+            if by in ("kind", "step phase"):
                 line["interval"] = list(ratio_bounds(log_ratios[members], weights))
                 line["coverage"] = nested_coverage(log_ratios[members], datasets[members])
-            lines.append(line)
+            lines[str(value)] = line
         summary[by] = lines
     return summary
 

@@ -193,8 +193,10 @@ def held_out_report(measured, holdout, gpu, profile, explain, interval_paths, ma
             corpus, results, path, holdout, gpu, measured, interval_paths)
             for path in interval_paths}
     if as_json:
-        click.echo(json_text(report, {"summary.kind.coverage": "one dataset: no other to "
-                                                               "make its interval from"}))
+        reasons = {f"summary.{by}.{value}.coverage": "one dataset: no other to make its "
+                                                       "interval from"
+                   for by, rows in report["summary"].items() for value in rows}
+        click.echo(json_text(report, reasons))
         return
     click.echo((render_holdout_markdown if markdown else render_holdout)(report))
 
@@ -229,7 +231,9 @@ def _group_errors(row: dict) -> str:
 def render_holdout(report: dict) -> str:
     """Held-out groups, then the summaries; the explained parts when asked."""
     groups = report["groups"]
-    width = max(len(row["group"]) for row in groups)
+    width = max(len(name) for name in [*(row["group"] for row in groups),
+                                        *(v for rows in report["summary"].values()
+                                          for v in rows), "by step phase"])
     explained = "explained" in groups[0]
     parts = list(groups[0]["explained"]) if explained else []
     lines = [f"held out: one {report['holdout']} at a time, predicted by a fit on the "
@@ -245,16 +249,19 @@ def render_holdout(report: dict) -> str:
                      "measured)| (Shapley values: the part switched to a fit on the group "
                      "itself); the last column is what no parameter explains")
     for by, rows in report["summary"].items():
+        if not rows:
+            continue
+        with_interval = "interval" in next(iter(rows.values()))
         lines += ["", f"{'by ' + by:<{width}} {'rows':>6}  {'MAPE':>8} {'worst':>10} "
-                  f"{'bias':>9}" + ("   80 % interval  coverage" if by == "kind" else "")]
-        for row in rows:
+                  f"{'bias':>9}" + ("   80 % interval  coverage" if with_interval else "")]
+        for value, row in rows.items():
             extra = ""
-            if by == "kind":
+            if "interval" in row:
                 low, high = row["interval"]
                 extra = (f"   {low:.2f}-{high:.2f} x     "
                          + ("n/a" if row["coverage"] is None or row["coverage"] != row["coverage"]
                             else f"{100 * row['coverage']:.0f} %"))
-            lines.append(f"{row[by]:<{width}} {row['rows']:>6}  {_group_errors(row)}{extra}")
+            lines.append(f"{value:<{width}} {row['rows']:>6}  {_group_errors(row)}{extra}")
     lines.append("\nerrors: predicted / measured - 1 (positive: the model is slower than "
                  "the hardware); summaries weigh each dataset equally; coverage: the share "
                  "of a dataset's points inside the interval made from the other datasets")
@@ -281,18 +288,20 @@ def render_holdout_markdown(report: dict) -> str:
     """The held-out tables in Markdown: summaries first, then every group."""
     lines = []
     for by, rows in report["summary"].items():
-        interval = by == "kind"
+        if not rows:
+            continue
+        interval = "interval" in next(iter(rows.values()))
         lines += [f"| {by} | datasets | rows | MAPE (worst, bias) |"
                   + (" 80 % interval | coverage |" if interval else ""),
                   "|---|---|---|---|" + ("---|---|" if interval else "")]
-        for row in rows:
+        for value, row in rows.items():
             extra = ""
             if interval:
                 cover = row["coverage"]
                 extra = (f" {row['interval'][0]:.2f}–{row['interval'][1]:.2f} × | "
                          + ("n/a" if cover != cover or cover is None else f"{100 * cover:.0f} %")
                          + " |")
-            lines.append(f"| {row[by]} | {row['datasets']} | {row['rows']} | {_cell(row)} |"
+            lines.append(f"| {value} | {row['datasets']} | {row['rows']} | {_cell(row)} |"
                          + extra)
         lines.append("")
     explained = "explained" in report["groups"][0]
