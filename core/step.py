@@ -79,7 +79,9 @@ has a token), but for the routed experts' bytes: the batch-independent terms are
 once per grid (`_Shape`), then evaluated at the batch, and the budget solver reads its
 lines from them. Every input is a numpy array (or scalar) broadcastable to the grid: no
 Python loop per configuration. Units: seconds, bytes, FLOPs, bytes/s, FLOP/s, watts,
-joules.
+joules. One configuration at a time (`core.point.evaluate_point`) this same code runs on
+plain floats, traced per setup into straight-line Python (`core.step_trace`): code here
+that branches on a per-call number (batch, lengths) keeps that setup untraced.
 """
 
 from __future__ import annotations
