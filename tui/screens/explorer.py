@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.geometry import Size
 from textual.message import Message
-from textual.widgets import Footer, Tab, Tabs
+from textual.widgets import Tab, Tabs
 from textual.worker import get_current_worker
 
 from rooftui.core.limits import BOUNDS
@@ -31,6 +31,7 @@ from rooftui.tui.keys import KeyboardScreen
 from rooftui.tui.settings import ExplorerSettings
 from rooftui.tui.widgets.breakdown import Breakdown
 from rooftui.tui.widgets.controls import Controls
+from rooftui.tui.widgets.footer import CoalescingFooter
 from rooftui.tui.widgets.key_figures import KeyFigures
 from rooftui.tui.widgets.memory_panel import MemoryPanel
 from rooftui.tui.widgets.roofline_plot import RooflinePlot
@@ -109,7 +110,7 @@ class ExplorerScreen(KeyboardScreen):
                     yield ThroughputPlot(hires=self._hires, id="throughput")
                     yield Breakdown(id="breakdown")
                     yield MemoryPanel(id="memory")
-        yield Footer()
+        yield CoalescingFooter()
 
     def on_mount(self) -> None:
         self._show_panel(self._panel)

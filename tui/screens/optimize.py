@@ -28,7 +28,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Input, Label, Select, Static
+from textual.widgets import DataTable, Input, Label, Select, Static
 from textual.worker import get_current_worker
 
 from rooftui.core import units
@@ -55,6 +55,7 @@ from rooftui.tui.optimize_search import (
 )
 from rooftui.tui.settings import ExplorerSettings
 from rooftui.tui.widgets.controls import NumberInput
+from rooftui.tui.widgets.footer import CoalescingFooter
 from rooftui.tui.widgets.pareto_plot import ParetoPlot
 
 # (field id, label, default text, how its text is read: `sweep optimize`'s bounds)
@@ -179,7 +180,7 @@ class OptimizeScreen(KeyboardScreen):
                 with Horizontal(id="optimize-lower"):
                     yield DataTable(id="optimize-frontier", cursor_type="row")
                     yield ParetoPlot(hires=self._hires, id="optimize-pareto")
-        yield Footer()
+        yield CoalescingFooter()
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < NARROW_COLUMNS, "-narrow")

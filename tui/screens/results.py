@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Input, Select, Static, Tab, Tabs
+from textual.widgets import DataTable, Input, Select, Static, Tab, Tabs
 
 from rooftui.core import units
 from rooftui.core.errors import SpecError
@@ -30,6 +30,7 @@ from rooftui.tui.keys import LEAVE_FIELD, KeyboardScreen
 from rooftui.tui.results_columns import cell, heading
 from rooftui.tui.results_query import PAGE_ROWS, PlotChoice, Query
 from rooftui.tui.settings import ExplorerSettings
+from rooftui.tui.widgets.footer import CoalescingFooter
 from rooftui.tui.widgets.results_controls import ResultsControls
 from rooftui.tui.widgets.results_plot import ResultsPlot
 
@@ -116,7 +117,7 @@ class ResultsScreen(KeyboardScreen):
 
     def compose(self) -> ComposeResult:
         yield Horizontal(id="results-body")
-        yield Footer()
+        yield CoalescingFooter()
 
     def on_mount(self) -> None:
         self.query_one("#results-body").mount(
