@@ -68,6 +68,7 @@ def charts_side_by_side(folder: Path, workers: int, repeats: int,
         (folder / "before" / "rooftui").symlink_to(before.resolve())
         trees["before"] = {**os.environ, "PYTHONPATH": str(folder / "before")}
     walls: dict[tuple[str, bool], list[float]] = {}
+    cpus: dict[tuple[str, bool], list[float]] = {}
     chart_seconds: dict[str, list[float]] = {}
     for repeat in range(repeats):
         for tree, environment in trees.items():
@@ -76,10 +77,11 @@ def charts_side_by_side(folder: Path, workers: int, repeats: int,
                                         workers, charts)
                 if repeat == 0 and tree == "now":
                     print("command: " + " ".join(command))
-                began = time.perf_counter()
+                began, used = time.perf_counter(), _children_cpu()
                 done = subprocess.run(command, capture_output=True, text=True, check=True,
                                       env=environment)
                 walls.setdefault((tree, charts), []).append(time.perf_counter() - began)
+                cpus.setdefault((tree, charts), []).append(_children_cpu() - used)
                 if charts:
                     chart_seconds.setdefault(tree, []).append(
                         json.loads(done.stdout)["charts_seconds"])
@@ -91,6 +93,15 @@ def charts_side_by_side(folder: Path, workers: int, repeats: int,
               + ", ".join(f"{w:.2f}" for w in walls[tree, True])
               + f" (charts {statistics.median(chart_seconds[tree]):.2f} s in the summary); "
               f"ratio {with_charts / without:.2f}x (target <= 1.5x)")
+        cpu_without, cpu_with = (statistics.median(cpus[tree, c]) for c in (False, True))
+        print(f"  {tree}: CPU (user + system, less moved by the load) median "
+              f"{cpu_without:.2f} s without, {cpu_with:.2f} s with charts: "
+              f"{cpu_with / cpu_without:.2f}x")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _descendants(root: int) -> list[int]:
