@@ -20,7 +20,12 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   are inside `layer_overhead_s`;
 - an all-reduce over n GPUs moves `2 (n - 1) / n` of its message at
   `interconnect_efficiency` of the per-direction interconnect bandwidth, after
-  `allreduce_overhead_s`.
+  `allreduce_overhead_s`;
+- a served request pays `request_overhead_s` outside every step (HTTP, tokenisation,
+  queueing into the engine, detokenisation and streaming back: what a benchmark client
+  measures beyond the engine's steps). The step model never reads it; the serving drivers
+  (`sweep simulate`, `sweep replay`) add it to each TTFT and E2E, and in a closed loop a
+  client's next request reaches the engine that long after its previous one finished.
 
 Per compute dtype: the GEMM parameters (`gemm_mfu`, `gemm_mbu`, `gemm_m_half`,
 `kernel_overhead_s`) may be given for bf16 (fp16 too: the same tensor-core rate), fp8
@@ -81,6 +86,8 @@ PARAMETERS: dict[str, tuple[str, str, str]] = {
     "interconnect_efficiency": ("fraction", "",
                                 "all-reduce: fraction of the interconnect bandwidth"),
     "allreduce_overhead_s": ("amount", "s", "fixed time of one all-reduce"),
+    "request_overhead_s": ("amount", "s",
+                           "per request, outside the steps: front end to first token"),
 }
 # what a compute dtype's own table may set; a dtype without its own value uses the base
 GEMM_PARAMETERS = ("gemm_mfu", "gemm_mbu", "gemm_m_half", "kernel_overhead_s",
@@ -141,6 +148,7 @@ class Efficiency:
     attention_mbu_half: float = 0.0
     interconnect_efficiency: float = 1.0
     allreduce_overhead_s: float = 0.0
+    request_overhead_s: float = 0.0
     bf16: DtypeEfficiency = DtypeEfficiency()
     fp8: DtypeEfficiency = DtypeEfficiency()
     fp4: DtypeEfficiency = DtypeEfficiency()
