@@ -152,3 +152,28 @@ async def test_the_column_picker_hides_and_keeps_the_order(results_dir):
         await pilot.press("s")  # the cursor's column in the columns shown: batch
         await settle(pilot)
         assert "sorted by batch ↑" in shown_text(screen.query_one("#results-status"))
+
+
+@pilot_test
+async def test_opening_reads_the_first_page_once(results_dir, monkeypatch):
+    """Filling each filter with its values changes no choice: no page or plot is read
+    again (each reload competed with the first page for the CPU)."""
+    from rooftui.tui.results_data import ResultsData
+
+    reads = []
+    for name in ("page", "plot_sample"):
+        original = getattr(ResultsData, name)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            reads.append(_name)
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(ResultsData, name, counted)
+    async with RooftuiApp(results_dir).run_test(size=(120, 30)) as pilot:
+        screen = await wait_for_results(pilot)
+        await settle(pilot, until=lambda: all(
+            len(select._options) > 1 for select in screen.query(Select)
+            if (select.id or "").startswith("filter-") and not select.disabled))
+        assert sorted(reads) == ["page", "plot_sample"]
+        screen.query_one("#filter-gpu", Select).value = "h200"  # a change reads both
+        await settle(pilot, until=lambda: len(reads) == 4)
+        assert sorted(reads) == ["page", "page", "plot_sample", "plot_sample"]

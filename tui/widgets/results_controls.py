@@ -1,7 +1,7 @@
 """The Results view's sidebar: a value filter per axis, the sort, and what the plot shows.
 
 Each filter starts as "all" and gets its values once a worker has read them (a scan of
-one column); every change posts `ResultsControls.Changed` with the whole choice.
+one column); every change of the choice posts `ResultsControls.Changed` with all of it.
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ class ResultsControls(VerticalScroll, can_focus=False):
 
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
+        before = self.choice
         select_id = event.select.id or ""
         value = None if event.value == ALL else event.value
         if select_id.startswith("filter-"):
@@ -114,7 +115,10 @@ class ResultsControls(VerticalScroll, can_focus=False):
         elif select_id in ("plot-x", "plot-y"):
             key = select_id.removeprefix("plot-")
             self._plot = replace(self._plot, **{key: event.value})
-        self.post_message(self.Changed(self._query, self._plot))
+        # a select also says Changed when set to the value it holds (its options filled
+        # in, a screen mounted): each would reload the page and the plot for nothing
+        if self.choice != before:
+            self.post_message(self.Changed(self._query, self._plot))
 
     @property
     def choice(self) -> tuple[Query, PlotChoice]:
