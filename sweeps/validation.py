@@ -254,9 +254,10 @@ class Corpus:
     dtype: np.ndarray  # the row's dtype name
 
 
-def build_corpus(conversions: list[Conversion], gpu_filter: str | None = None
-                 ) -> tuple[Corpus, list[str]]:
-    """The datasets of every file as one corpus; returns it and what was left out."""
+def build_corpus(conversions: list[Conversion], gpu_filter: str | None = None,
+                 names: tuple[str, ...] = ()) -> tuple[Corpus, list[str]]:
+    """The datasets of every file (measured on `gpu_filter`, named with one of `names`
+    when given: case-insensitive parts) as one corpus; returns it and what was left out."""
     from rooftui.core.calibration import KINDS
     from rooftui.core.intervals import KIND_GROUPS
     from rooftui.core.tables import DTYPES
@@ -269,12 +270,17 @@ def build_corpus(conversions: list[Conversion], gpu_filter: str | None = None
             gpu_name = dataset.rows[0]["gpu"]
             if wanted and not gpu_matches(gpu_name, gpu_filter, wanted):
                 continue
+            if names and not any(part.lower() in dataset.name.lower() for part in names):
+                continue
             if any(row["gpu"] != gpu_name for row in dataset.rows):
                 skipped.append(f"{dataset.name}: mixes GPUs; give each its own dataset")
                 continue
             chosen.append(dataset)
+    if not chosen:
+        raise SpecError("no dataset matches" + (f" --gpu {gpu_filter}" if gpu_filter else "")
+                        + (f" --dataset {', '.join(names)}" if names else ""))
     names = [d.name for d in chosen]
-    rows = to_measurements([row for d in chosen for row in d.rows], names) if chosen else None
+    rows = to_measurements([row for d in chosen for row in d.rows], names)
     kept, parts = [], []
     for index, dataset in enumerate(chosen):
         members = rows.dataset == index

@@ -21,6 +21,9 @@ HOLDOUT_CHOICES = ("halves", "dataset", "engine", "gpu")
 @click.option("--profile", metavar="NAME|PATH",
               help="Also score this profile (e.g. a calibrated one) on the validation halves.")
 @click.option("--gpu", metavar="NAME|PATH", help="Only the datasets measured on this GPU.")
+@click.option("--dataset", "datasets", multiple=True, metavar="TEXT",
+              help="With --holdout: only datasets whose name contains TEXT "
+                   "(case-insensitive); repeat.")
 @click.option("--chart", "chart_path", type=click.Path(path_type=Path), metavar="FILE.html",
               help="Write the predicted-vs-measured chart (log-log, one colour per "
                    "dataset) as offline HTML.")
@@ -39,8 +42,8 @@ HOLDOUT_CHOICES = ("halves", "dataset", "engine", "gpu")
               help="With --holdout dataset: write this fitted profile's [interval] table "
                    "(80 % bounds per kind from the held-out residuals on its GPU); repeat.")
 @click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
-def validate(measured, profile, gpu, chart_path, markdown, holdout, explain, interval_paths,
-             as_json):
+def validate(measured, profile, gpu, datasets, chart_path, markdown, holdout, explain,
+             interval_paths, as_json):
     """Run the model against measured datasets: MAPE, worst error and bias per dataset
     or held-out group.
 
@@ -63,7 +66,7 @@ def validate(measured, profile, gpu, chart_path, markdown, holdout, explain, int
       sweep validate --measured MEASURED_DIR --holdout dataset
       sweep validate --measured MEASURED_DIR --holdout gpu --explain
       sweep validate --measured MEASURED_DIR --holdout gpu --gpu h200 \\
-          --profile calibrated        # the transfer rule's check (H100 -> H200)
+          --dataset GEMM --profile h100-sxm-kernels   # the transfer rule's check
       sweep validate --measured MEASURED_DIR --holdout dataset \\
           --write-interval specs/profiles/h100-sxm-kernels.toml
       sweep validate --measured MEASURED_DIR --profile h100-sxm-kernels \\
@@ -74,17 +77,17 @@ def validate(measured, profile, gpu, chart_path, markdown, holdout, explain, int
     from rooftui.sweeps.validation import validate as run_validation
 
     if holdout == "halves":
-        if explain or interval_paths:
-            raise click.UsageError("--explain and --write-interval need --holdout "
-                                   "dataset, engine or gpu")
+        if explain or interval_paths or datasets:
+            raise click.UsageError("--explain, --write-interval and --dataset need "
+                                   "--holdout dataset, engine or gpu")
     elif chart_path:
         raise click.UsageError("--chart draws the halves' validation: leave out --holdout")
     if interval_paths and holdout != "dataset":
         raise click.UsageError("--write-interval needs --holdout dataset (intervals are "
                                "made from leave-one-dataset-out residuals)")
     if holdout != "halves":
-        held_out_report(measured, holdout, gpu, profile, explain, interval_paths, markdown,
-                        as_json)
+        held_out_report(measured, holdout, gpu, datasets, profile, explain, interval_paths,
+                        markdown, as_json)
         return
     assumptions = load_profile(profile, gpu) if profile else None
     results, skipped = run_validation(read_measured_paths(list(measured)), assumptions, gpu)
@@ -169,8 +172,8 @@ def render_markdown(table: list[dict], profile: str | None, skipped: list[str]) 
 
 # --- out of sample ---------------------------------------------------------------
 
-def held_out_report(measured, holdout, gpu, profile, explain, interval_paths, markdown,
-                    as_json) -> None:
+def held_out_report(measured, holdout, gpu, datasets, profile, explain, interval_paths,
+                    markdown, as_json) -> None:
     from rooftui.sweeps.measured import read_measured_paths
     from rooftui.sweeps.validation import (
         build_corpus,
@@ -180,7 +183,7 @@ def held_out_report(measured, holdout, gpu, profile, explain, interval_paths, ma
         profile_scores,
     )
 
-    corpus, skipped = build_corpus(read_measured_paths(list(measured)), gpu)
+    corpus, skipped = build_corpus(read_measured_paths(list(measured)), gpu, datasets)
     results = hold_out(corpus, holdout, explain)
     report = {"holdout": holdout, "groups": holdout_table(corpus, results),
               "summary": holdout_summary(corpus, results), "skipped": skipped}
@@ -190,7 +193,7 @@ def held_out_report(measured, holdout, gpu, profile, explain, interval_paths, ma
                                                       load_profile(profile, gpu))}
     if interval_paths:
         report["intervals"] = {str(path): write_profile_interval(
-            corpus, results, path, holdout, gpu, measured, interval_paths)
+            corpus, results, path, holdout, gpu, datasets, measured, interval_paths)
             for path in interval_paths}
     if as_json:
         reasons = {f"summary.{by}.{value}.coverage": "one dataset: no other to make its "
@@ -201,7 +204,8 @@ def held_out_report(measured, holdout, gpu, profile, explain, interval_paths, ma
     click.echo((render_holdout_markdown if markdown else render_holdout)(report))
 
 
-def write_profile_interval(corpus, results, path, holdout, gpu, measured, paths) -> dict:
+def write_profile_interval(corpus, results, path, holdout, gpu, datasets, measured,
+                           paths) -> dict:
     import shlex
 
     from rooftui.core import spec_files
@@ -215,6 +219,8 @@ def write_profile_interval(corpus, results, path, holdout, gpu, measured, paths)
         words += ["--measured", "MEASURED_DIR" if given.is_dir()
                   else f"MEASURED_DIR/{given.name}"]
     words += ["--holdout", holdout] + (["--gpu", gpu] if gpu else [])
+    for text in datasets:
+        words += ["--dataset", text]
     for written in paths:
         words += ["--write-interval", str(written)]
     table = profile_interval(corpus, results, document, profile,

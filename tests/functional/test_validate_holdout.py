@@ -126,6 +126,8 @@ def test_write_interval_replaces_the_table_and_keeps_the_profile_loadable(measur
 def test_holdout_options_that_do_not_combine_are_one_line_errors(measured, tmp_path):
     file = measured / "sarathi-fig2-decode-yi34b-tp2-a100pcie.csv"
     for args, words in ((["--explain"], "need --holdout"),
+                        (["--dataset", "decode"], "need --holdout"),
+                        (["--holdout", "gpu", "--dataset", "nothing"], "no dataset matches"),
                         (["--holdout", "gpu", "--write-interval",
                           load_profile_path("h100-splitwise")], "needs --holdout dataset"),
                         (["--holdout", "gpu", "--chart", tmp_path / "c.html"], "--chart")):
