@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import lru_cache
 
 from rich.style import Style
 from rich.text import Text
@@ -23,6 +24,22 @@ from rooftui.tui.widgets.log_axis import LogAxisFormatter
 # Half blocks draw in any terminal font; braille is finer but needs a font that has it.
 HIRES_MODES = {"halfblock": HiResMode.HALFBLOCK, "braille": HiResMode.BRAILLE,
                "quadrant": HiResMode.QUADRANT}
+
+
+@lru_cache(maxsize=1024)
+def parsed_markup(text: str) -> tuple[str, tuple[str, ...]]:
+    """The plain text of `text` (rich markup) and each character's style, as
+    textual-hires-canvas's `write_text` works them out (parsing is most of its time, and
+    a plot writes the same tick labels at every change)."""
+    rich_text = Text.from_markup(text)
+    plain = rich_text.plain
+    styles = []
+    for character in rich_text.divide(range(1, len(plain))):
+        style = Style()
+        for span in character._spans:
+            style += Style.parse(span.style)
+        styles.append(str(style))
+    return plain, tuple(styles)
 
 
 class _Canvas(Canvas):
@@ -54,6 +71,24 @@ class _Canvas(Canvas):
                    if old_chars != self._buffer[y] or old_styles != self._styles[y]]
         if changed:
             self.refresh(*changed)
+
+    def write_text(self, x: int, y: int, text: str, align: TextAlign = TextAlign.LEFT) -> None:
+        """textual-hires-canvas's `write_text` (the same cells, clipped the same way),
+        with the markup parsed once per distinct text."""
+        if not 0 <= y < self._canvas_size.height:
+            return
+        plain, styles = parsed_markup(text)
+        length = len(plain)
+        if align == TextAlign.RIGHT:
+            x -= length - 1
+        elif align == TextAlign.CENTER:  # an even length sits one cell right of centre
+            x -= length // 2 - (length % 2 == 0)
+        left, right = max(x, 0), min(x + length, self._canvas_size.width)
+        if left >= right:
+            return
+        self._buffer[y][left:right] = plain[left - x:right - x]
+        self._styles[y][left:right] = styles[left - x:right - x]
+        self.refresh()
 
     @property
     def rich_style(self) -> Style:
