@@ -89,3 +89,19 @@ def test_help_at_200x50(snap_compare):
         await settle(pilot)
 
     assert snap_compare(RooftuiApp(), terminal_size=(200, 50), run_before=run_before)
+
+
+async def open_column_picker(pilot):
+    await wait_for_results(pilot)
+    await pilot.press("c")
+    await settle(pilot, until=lambda: pilot.app.screen.id == "columns")
+
+
+def test_column_picker_at_80x24(snap_compare, tmp_path):
+    app = RooftuiApp(write_results_dir(tmp_path))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_column_picker)
+
+
+def test_column_picker_at_200x50(snap_compare, tmp_path):
+    app = RooftuiApp(write_results_dir(tmp_path))
+    assert snap_compare(app, terminal_size=(200, 50), run_before=open_column_picker)
