@@ -280,6 +280,8 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
     One process renders a folder's charts at a time (its charts claim), and it clears
     the temporary files a killed renderer left.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from rooftui.sweeps.output_files import make_folder
     from rooftui.sweeps.results import scan_results
     from rooftui.sweeps.shard_files import CHARTS_CLAIM, claim
@@ -294,13 +296,18 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
         for leftover in charts_dir.glob(".*.tmp-*"):
             leftover.unlink(missing_ok=True)
         stale = set(_stale(result_dir, files) if stale_only else files)
-        for name, paths in files.items():
-            if name not in stale:
-                continue
-            chart = CHARTS[name](frame, fixed=settings.fixed, axes=axes, grid=manifest)
-            extensions = {path.suffix for path in paths}
-            written += save_chart(chart, charts_dir / name, png=".png" in extensions,
-                                  svg=".svg" in extensions)
+        todo = [name for name in files if name in stale]
+
+        def build(name: str):
+            return CHARTS[name](frame, fixed=settings.fixed, axes=axes, grid=manifest)
+
+        # two builds at once: one's parquet scan (polars, no GIL) runs while the other
+        # builds its altair objects; saved in order, here
+        with ThreadPoolExecutor(2) as pool:
+            for name, chart in zip(todo, pool.map(build, todo), strict=True):
+                extensions = {path.suffix for path in files[name]}
+                written += save_chart(chart, charts_dir / name, png=".png" in extensions,
+                                      svg=".svg" in extensions)
         if written:
             titles = {name: (function.__doc__ or name).split("\n")[0].rstrip(".")
                       for name, function in CHARTS.items()}
