@@ -141,7 +141,8 @@ def coverage(log_ratios: np.ndarray, bounds: tuple[float, float],
              weights: np.ndarray | None = None) -> float:
     """The (weighted) share of residuals inside the bounds."""
     ratios = np.exp(np.asarray(log_ratios, dtype=float))  # as the bounds are applied
-    inside = (ratios >= bounds[0]) & (ratios <= bounds[1])
+    # a point on a bound is inside: 1e-12 absorbs the rounding of exp(a + b) = e^a · e^b
+    inside = (ratios >= bounds[0] * (1 - 1e-12)) & (ratios <= bounds[1] * (1 + 1e-12))
     weights = np.ones(len(ratios)) if weights is None else weights
     return float(np.sum(weights * inside) / np.sum(weights))
 
