@@ -19,7 +19,9 @@ HOLDOUT_CHOICES = ("halves", "dataset", "engine", "gpu")
               help="A folder of measured CSVs (the published datasets' formats, listed in "
                    "docs/validation.md, and the calibration format), or files; repeat.")
 @click.option("--profile", metavar="NAME|PATH",
-              help="Also score this profile (e.g. a calibrated one) on the validation halves.")
+              help="Also score this profile (e.g. a calibrated one) on the validation "
+                   "halves; with --holdout, on every held-out group, with its interval's "
+                   "coverage and the widening it would need.")
 @click.option("--gpu", metavar="NAME|PATH", help="Only the datasets measured on this GPU.")
 @click.option("--dataset", "datasets", multiple=True, metavar="TEXT",
               help="With --holdout: only datasets whose name contains TEXT "
@@ -49,8 +51,9 @@ def validate(measured, profile, gpu, datasets, chart_path, markdown, holdout, ex
 
     --holdout dataset|engine|gpu (out of sample): each group (one dataset; every dataset
     of one engine; or of one GPU) is predicted by a fit on every other dataset of the
-    same kinds, then a summary by kind (gemm, attention, allreduce, step), GPU, engine
-    and dtype, with each kind's 80 % interval and its coverage on held-out datasets. A
+    same kinds, then a summary by kind (gemm, attention, allreduce, step), step phase,
+    GPU, engine and dtype, with each kind's 80 % interval and its coverage on held-out
+    datasets. A
     kind with nothing left to fit on says "no data to fit on" and is predicted by the
     transfer rule (`--profile calibrated` of its GPU).
 
