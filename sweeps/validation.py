@@ -1,11 +1,16 @@
-"""The model against measurements: error per dataset for the ideal roofline, a given
-profile, and a profile fitted on the other half of the same dataset.
+"""The model against measurements, in two ways.
 
-Every dataset is split in two (`core.calibration.split_halves`: alternate distinct
-configurations sorted by size). Errors are always reported on the validation half; the
-per-dataset fit sees only the calibration half, so no reported point was fitted. A
-profile given by the user is scored on the validation half too: a shipped calibrated
-profile was fitted on calibration halves only (its `[calibration]` table says which).
+Out of sample (`hold_out`, `sweep validate --holdout dataset|engine|gpu`): every dataset
+of every file forms one corpus (`build_corpus`); each group (a dataset, or every dataset
+of one engine or GPU) is predicted by a fit on the rows of the same kind outside it, and
+the held-out residuals give the summaries, the 80 % intervals (`core.intervals`), a
+profile's `[interval]` table (`profile_interval`, `write_interval`) and, with `explain`,
+each error's parts.
+
+Same-dataset halves (`validate`): every dataset is split in two
+(`core.calibration.split_halves`: alternate distinct configurations sorted by size).
+Errors are reported on the validation half; the per-dataset fit sees only the
+calibration half. A profile given by the user is scored on the validation half too.
 """
 
 from __future__ import annotations
@@ -363,7 +368,7 @@ def _fit(corpus: Corpus, mask: np.ndarray) -> Fit:
 
 
 def _transferred(corpus: Corpus, target: np.ndarray) -> tuple[np.ndarray, str]:
-    from rooftui.core.assumptions import nearest_measured_gpu
+    from rooftui.core.assumptions import calibrated_profile, nearest_measured_gpu
 
     gpu_names = sorted({corpus.gpus[d] for d in np.unique(corpus.rows.dataset[target])})
     gpu = load_gpu(gpu_names[0])
@@ -371,8 +376,6 @@ def _transferred(corpus: Corpus, target: np.ndarray) -> tuple[np.ndarray, str]:
     if any(gpu_matches(name, source, load_gpu(source)) for name in gpu_names):
         # the GPU's own kernel profile was fitted on this group's data
         return predict(corpus.costs.subset(target), Efficiency()), "the ideal roofline"
-    from rooftui.core.assumptions import calibrated_profile
-
     profile = calibrated_profile(gpu)
     return profile_prediction(corpus.costs.subset(target), profile), f"{profile.name}"
 
