@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,6 +36,9 @@ def uneven_split(tp, heads, kv_heads, is_mla):
     return heads_uneven, kv_uneven
 
 
+IDEAL_ASSUMPTIONS = Assumptions()
+
+
 @dataclass(frozen=True)
 class PointConfig:
     gpu: GPU
@@ -47,7 +50,8 @@ class PointConfig:
     weight_dtype: str | None = None  # None: the model's own
     kv_dtype: str | None = None  # None: bf16 (fp16 for an fp16 model)
     compute_dtype: str | None = None  # None: follows the weights
-    assumptions: Assumptions = field(default_factory=Assumptions)
+    # one shared default (profiles are frozen): the traced step is found by its identity
+    assumptions: Assumptions = IDEAL_ASSUMPTIONS
     tpot_budget: float | None = None
     # None: the model's own expert format when the weights are the model's, else theirs
     expert_weight_dtype: str | None = None
@@ -308,9 +312,8 @@ def _traced_step(config: PointConfig):
     """The step of `config`'s setup traced into straight-line Python of its batch and
     lengths (`core.step_trace`) once the setup has been met `TRACE_AFTER` times, or None
     (not yet; or it cannot be: a TPOT budget, whose solver loops on the values). Found by
-    the identity of the config's specs at once (and its profile's, or else its equality:
-    every PointConfig() has its own default profile), else by their equality (equal
-    specs share a trace)."""
+    the identity of the config's specs and profile at once (a profile equal to the traced
+    one costs a comparison), else by their equality (equal specs share a trace)."""
     if config.tpot_budget is not None:
         return None
     assumptions = config.assumptions
