@@ -114,6 +114,7 @@ class ResultsScreen(KeyboardScreen):
         self._generation = {"page": 0, "plot": 0}
         self._offset = 0
         self._panel = PANELS[0][0]
+        self._opening = False  # the first page is on its way: the rest waits for it
 
     def compose(self) -> ComposeResult:
         yield Horizontal(id="results-body")
@@ -162,8 +163,10 @@ class ResultsScreen(KeyboardScreen):
         self._show_panel(self._panel)
         table.focus()
         self.refresh_bindings()
-        self.refresh_results()
-        self._load_values()
+        # the first page before anything else that reads the rows: the plot's sample
+        # and the filters' values wait for it (on two cores they would share its time)
+        self._opening = True
+        self._request_page()
 
     def on_resize(self) -> None:
         self.set_class(self.size.width >= WIDE_COLUMNS and self.size.height >= WIDE_ROWS,
@@ -182,6 +185,9 @@ class ResultsScreen(KeyboardScreen):
     def refresh_results(self) -> None:
         """Reload the page and the plot for the sidebar's current choice."""
         self._request_page()
+        self._request_plot()
+
+    def _request_plot(self) -> None:
         query, plot = self.query_one(ResultsControls).choice
         self._generation["plot"] += 1
         self._load_plot(query, plot, self._generation["plot"])
@@ -240,6 +246,10 @@ class ResultsScreen(KeyboardScreen):
         table._update_dimensions(new_rows)
         table.move_cursor(row=0, column=cursor_column, animate=False)
         self._status_for(page)
+        if self._opening:
+            self._opening = False
+            self._request_plot()
+            self._load_values()
 
     def on_results_screen_plot_loaded(self, message: PlotLoaded) -> None:
         if message.generation != self._generation["plot"]:
