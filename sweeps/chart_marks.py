@@ -198,7 +198,7 @@ def capped(alt, chart, field: str, into: str, *, groupby: Sequence[str] = ()):
 def empty_chart(alt, text: str, reason: str) -> alt.TopLevelMixin:
     """A chart that says why there is nothing to draw, rather than failing the render."""
     return alt.Chart(alt.Data(values=[{"message": reason}])).mark_text(size=14).encode(
-        text="message:N").properties(title=text, width=WIDTH, height=80)
+        text="message:N").properties(title=text, width=WIDTH, height=80, name="note")
 
 
 PART_LABELS = {"gemm": "GEMM (weights)", "attention": "attention (KV)", "step": "whole step",
@@ -210,7 +210,7 @@ def note_chart(alt, text: str, reason: str) -> alt.TopLevelMixin:
     import polars as pl
 
     return alt.Chart(pl.DataFrame({"message": [reason]})).mark_text(size=14).encode(
-        text="message:N").properties(title=text, width=WIDTH, height=80)
+        text="message:N").properties(title=text, width=WIDTH, height=80, name="note")
 
 
 def has_columns(frame: Frame, *columns: str) -> bool:

@@ -20,7 +20,7 @@ from rooftui.sweeps.chart_slices import LABELS
 from rooftui.sweeps.results import read_manifest, scan_results
 from tests.conftest import run_sweep
 from tests.functional.browser_helpers import render_in_browser
-from tests.functional.test_sweep_kinds import RATES
+from tests.functional.test_sweep_kinds import OPTIMIZE, RATES, SIMULATE
 
 # Own group sizes: llama-3-8b 32/8 = 4, llama-3-70b 64/8 = 8, phi-3-mini 32/32 = 1; the
 # median rule would hold 2 (the lower median of 1, 2, 4, 8) for all three.
@@ -407,6 +407,25 @@ def test_every_chart_renders_offline(result_dir, tmp_path, name):
     page = render_in_browser(result_dir / "charts" / f"{name}.html", tmp_path)
     assert page.errors == [] and page.log_errors == [] and page.warnings == []
     assert page.requests == [] and page.marks
+
+
+SIMULATE_CHARTS = ["occupancy_vs_batch", "latency_vs_rate", "itl_spike",
+                   "ttft_vs_cache_capacity"]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("grid", "names"), [(SIMULATE, SIMULATE_CHARTS),
+                                             (SLO_GRID, SIMULATE_CHARTS),
+                                             (OPTIMIZE, charts.KIND_CHARTS["optimize"])],
+                         ids=["simulate", "slo", "optimize"])
+def test_every_serving_chart_renders_offline(grid, names, tmp_path):
+    """Each simulate and optimize chart (a note where the grid has nothing for it)."""
+    (tmp_path / "grid.toml").write_text(grid)
+    run_sweep("run", tmp_path / "grid.toml", "--out", tmp_path / "out", "--no-charts")
+    for html in charts.render_charts(tmp_path / "out", only=list(names)):
+        page = render_in_browser(html, tmp_path / "work" / html.stem)
+        assert page.errors == [] and page.log_errors == [] and page.warnings == [], html
+        assert page.requests == [] and (page.marks or html.name == "index.html"), html
 
 
 TOGGLE = """(function toggle() {
