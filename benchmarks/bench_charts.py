@@ -196,7 +196,8 @@ def main() -> None:
         runs = {"cold": render(out, cache, False), "warm": render(out, cache, False),
                 "warm + PNG": render(out, cache, True)}
         print(f"load after:  {uptime()}")
-    print(f"{rows:,} rows; wall time from launch, seconds")
+    print(f"{rows:,} rows; wall time from launch, seconds (builds: each chart's, summed;"
+          " two run at once)")
     print(f"{'run':<12}{'wall':>7}{'import':>8}{'bundle':>8}{'builds':>8}{'saves':>8}"
           f"{'RSS MB':>8}")
     for name, run in runs.items():
