@@ -58,8 +58,10 @@ class Run:
     """One benchmark run: the workload as the client ran it, and what it measured.
 
     `concurrency` is the client's limit on requests in flight (a closed loop), and
-    `request_rate` its open-loop rate (req/s; None or inf: all sent at once). Lengths are
-    tokens; the per-request arrays are None where the file has none."""
+    `request_rate` its open-loop rate (req/s; None or inf: all sent at once).
+    `warmup_requests` were sent first on the same client slots and are not in its
+    statistics (`requests` counts the scored ones). Lengths are tokens; the per-request
+    arrays are None where the file has none."""
 
     tool: str
     source: str  # file, and the run's place in it
@@ -71,6 +73,7 @@ class Run:
     concurrency: int | None = None
     request_rate: float | None = None
     requests: int = 0
+    warmup_requests: int = 0
     input_mean: float = 0.0
     output_mean: float = 0.0
     input_tokens: np.ndarray | None = field(default=None, compare=False)
@@ -88,7 +91,8 @@ class Run:
             "tool": self.tool, "source": self.source, "model": self.model,
             "engine": self.engine, "engine_version": self.engine_version, "gpu": self.gpu,
             "tp": self.tp, "concurrency": self.concurrency, "request_rate": self.request_rate,
-            "requests": self.requests, "input_mean_tokens": self.input_mean,
+            "requests": self.requests, "warmup_requests": self.warmup_requests,
+            "input_mean_tokens": self.input_mean,
             "output_mean_tokens": self.output_mean,
             "per_request_lengths": self.input_tokens is not None,
             "ttft_s": self.ttft.as_dict(), "tpot_s": self.tpot.as_dict(),

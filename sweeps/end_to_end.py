@@ -4,30 +4,56 @@ overheads by replaying runs.
 A run (`sweeps.bench_results.Run`) is replayed through the serving simulator
 (`core.scheduler.simulate`, as `sweep simulate` calls it) with the run's own workload:
 the same number of requests, their per-request lengths where the file has them (else the
-mean lengths, fixed), and its arrivals: a client concurrency C is a closed loop (C
-requests at t = 0, each later request sent the moment an earlier one finishes: sessions
-of zero think time), a request rate is a Poisson process (seed 0), neither is every
-request at t = 0. The engine's scheduler is simulated with its defaults (`ENGINES`:
-policy, max batch, token budget, KV admission, memory share) unless given. Predicted and measured TTFT, TPOT, ITL and throughput are
-compared per run.
+mean lengths, fixed), and its arrivals: a request rate is a Poisson process (seed 0); a
+client concurrency C is a closed loop, as the benchmark clients run it (`vllm bench
+serve --max-concurrency C`: every request a task at t = 0 behind a semaphore of C, the
+next one sent the moment one finishes; genai-perf / AIPerf `--concurrency C`: C requests
+kept in flight). The engine's scheduler is simulated with its defaults (`ENGINES`:
+policy, max batch, token budget, KV admission, memory share) unless given. Predicted and
+measured TTFT, TPOT, ITL and throughput are compared per run.
+
+How the clients are replayed (`run_requests`, `replay_run`):
+- Out of step. Simulated literally, C fixed-length requests sent together stay in step
+  for the whole run (each wave's prompts queue behind each other in the same steps), and
+  every vLLM TTFT came out 1.4-2.5 x too long; measured TTFTs at concurrency 8 are a third
+  of one whole wave's prefill, so the real clients are not in step (jitter in the front
+  end and the engine breaks the waves up). The C slots therefore start at seeded uniform
+  random times over one request's cycle (its E2E in an in-step replay, plus the front
+  end), which is how a closed loop's phases settle; each slot then re-sends on
+  completion. SGLang's prefill-first scheduling keeps the waves together (measured TTFT
+  grows with C x ISL as one wave's whole prefill does), so its clients are replayed in
+  step (`EngineDefaults.clients_in_step`); `Scheduling(stagger=...)` overrides.
+- Warm-up left out. genai-perf and AIPerf (aiconfigurator's harness) send
+  `--warmup-request-count` requests first and leave them out of their statistics;
+  `vllm bench serve` sends one test request alone first and then scores all N. A run's
+  `warmup_requests` are simulated first on the same slots and not scored
+  (`measured_requests`); means are over the rest, as the datasets record means.
+- A front end. What a client measures beyond the engine (HTTP, tokenisation, the hop
+  into the engine, detokenisation and streaming) is the profile's `request_overhead_s`:
+  added to each TTFT and E2E, and a slot's next request reaches the engine that long
+  after its previous one finished.
 
 Fitting (`fit_overheads`). An engine adds a fixed time to every step (`step_overhead_s`,
 `layer_overhead_s` per layer, `allreduce_overhead_s` per all-reduce), so a run's steps
-each gain c = s + layers * l + collectives * a. Under a closed loop the schedule (which
-sequences share which step) does not depend on step times, so every request's TTFT and
-TPOT are affine in c, with slopes the simulator gives: the steps between its arrival and
-its first token, and between its first and last token over its output tokens minus one.
-One replay at the base profile thus gives each run's prediction at any overheads; the
-fit is a bounded derivative-free pattern search over 1-3 parameters (each >= 0, flagged
-at a bound) on the log errors of mean TTFT and TPOT, every group weighted equally. Open
-arrivals make the slopes local: the fit then replays at the fitted values and fits
-again until they settle. Every figure reported comes from a replay at the fitted values,
-not from the affine surrogate.
+each gain c = s + layers * l + collectives * a, and every request's TTFT gains the front
+end d. While the schedule (which sequences share which step) stays put, every request's
+TTFT and TPOT are affine in c and d, with slopes the simulator gives: the steps between
+its arrival and its first token (plus 1 for d), and between its first and last token over
+its output tokens minus one. One replay thus gives each run's prediction near its
+overheads; the fit is a bounded derivative-free pattern search over the free parameters
+(each >= 0, flagged at a bound) on the log errors of mean TTFT and TPOT, every group
+weighted equally. Staggered clients, a front end and open arrivals make the schedule
+move with the step times, so the slopes are local: the fit replays at its result and
+fits again until it settles (`Replay.exact` replays, in-step without a front end or
+static batches, settle at once). Every figure reported comes from a replay at the fitted
+values, not from the affine surrogate; leave-one-group-out re-linearises each fold on
+its training groups only.
 
 Published end-to-end data (`measured_runs`):
 - `aiconfigurator-silicon-e2e-dense-h100-h200.csv`: 778 runs of TRT-LLM, vLLM and SGLang
-  on H100/H200, fixed ISL/OSL, client concurrency = batch_size; replayed with
-  `SILICON_WAVES` x concurrency requests (the count is not recorded). Overloaded runs
+  on H100/H200, fixed ISL/OSL, client concurrency = batch_size; replayed with one
+  warm-up request per slot and `SILICON_WAVES` x concurrency scored ones (the counts are
+  not recorded). Overloaded runs
   (30-60 s TTFT) are kept: the simulator queues them too.
 - Splitwise (`splitwise-perf-model-a100-h100.csv`): static batches of B requests, one
   prefill step then decode (`prompt_time` is TTFT, `token_time` TPOT); replayed with the
@@ -60,17 +86,29 @@ from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.model import Model, load_model, model_from_config
 from rooftui.core.point import PointConfig, evaluate_point
-from rooftui.core.scheduler import SchedulerConfig, simulate, summarize
+from rooftui.core.scheduler import (
+    PERCENTILES,
+    SchedulerConfig,
+    request_metrics,
+    simulate,
+    summarize,
+)
 from rooftui.core.sessions import SessionRequests
 from rooftui.core.workloads import Requests
 from rooftui.sweeps.bench_results import Run, Stat
 from rooftui.sweeps.measured import _read as _csv_rows  # one CSV reader, one error line
 
-OVERHEADS = ("step_overhead_s", "layer_overhead_s", "allreduce_overhead_s")
-# the search's upper bounds (s): far above any engine seen (2-8 ms a step, ~0.3 ms a layer)
+STEP_OVERHEADS = ("step_overhead_s", "layer_overhead_s", "allreduce_overhead_s")
+OVERHEADS = (*STEP_OVERHEADS, "request_overhead_s")
+# what one second of each overhead adds to a request's TTFT directly, not through steps
+DIRECT_TTFT = np.array([0.0, 0.0, 0.0, 1.0])
+# the search's upper bounds (s): far above any engine seen (2-8 ms a step, ~0.3 ms a
+# layer, tens of ms of front end)
 OVERHEAD_CEILINGS = {"step_overhead_s": 0.1, "layer_overhead_s": 2e-3,
-                     "allreduce_overhead_s": 1e-3}
-SILICON_WAVES = 4  # requests per client slot in a silicon run (not recorded)
+                     "allreduce_overhead_s": 1e-3, "request_overhead_s": 1.0}
+# scored requests per client slot in a silicon run, after one warm-up request a slot
+# (neither count is recorded: AIPerf, its harness, leaves warm-up requests out)
+SILICON_WAVES = 3
 SILICON_FILE = "aiconfigurator-silicon-e2e-dense-h100-h200.csv"
 SPLITWISE_FILE = "splitwise-perf-model-a100-h100.csv"
 
@@ -85,6 +123,7 @@ class EngineDefaults:
     kv_admission: str
     memory_fraction: float  # of each GPU's memory for weights and KV
     why: str
+    clients_in_step: bool = False  # a closed loop's waves stay together (module doc)
 
 
 ENGINES = {
@@ -96,7 +135,11 @@ ENGINES = {
                              "SGLang: chunked_prefill_size 8192, mem_fraction_static ~0.88, "
                              "running requests bounded by the KV pool; its prefill batches "
                              "run without decodes (no mixed chunks by default), which no "
-                             "simulator policy does: chunked is the nearest"),
+                             "simulator policy does: chunked is the nearest. Prefill first "
+                             "keeps a closed loop's waves together (every waiting prompt is "
+                             "prefilled before the decodes resume, so a wave decodes and "
+                             "finishes in step): its clients are replayed in step",
+                             clients_in_step=True),
     "trtllm": EngineDefaults("continuous", 2048, 8192, "reserve", 0.9,
                              "TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens "
                              "8192, free_gpu_memory_fraction 0.9, GUARANTEED_NO_EVICT "
@@ -149,6 +192,7 @@ class Scheduling:
     token_budget: int | None = None
     kv_admission: str | None = None
     memory_fraction: float | None = None
+    stagger: bool | None = None  # closed-loop clients out of step (None: the engine's)
 
 
 @dataclass
@@ -164,6 +208,8 @@ class Replay:
     step_coefficients: np.ndarray  # dc/d(OVERHEADS): 1, layers, all-reduces per step
     overheads: np.ndarray  # the OVERHEADS values replayed
     scheduling: Scheduling = Scheduling()
+    static: bool = False  # a static batch: no client, no front end
+    exact: bool = False  # the schedule does not depend on step times: `at` is exact
 
     def errors(self) -> dict[str, float | None]:
         """Relative error (predicted / measured - 1) of each measured mean."""
@@ -180,8 +226,9 @@ class Replay:
 
     def at(self, overheads: np.ndarray) -> tuple[float, float]:
         """The affine surrogate: mean (TTFT, TPOT) at other overheads."""
-        change = float(self.step_coefficients @ (np.asarray(overheads) - self.overheads))
-        ttft = self.predicted["ttft_s"]["mean"] + self.ttft_slope * change
+        moved = np.asarray(overheads) - self.overheads
+        change = float(self.step_coefficients @ moved)
+        ttft = self.predicted["ttft_s"]["mean"] + self.ttft_slope * change + DIRECT_TTFT @ moved
         tpot = (self.predicted["tpot_s"]["mean"] or 0.0) + self.tpot_slope * change
         return max(ttft, 1e-9), max(tpot, 1e-9)
 
@@ -209,47 +256,88 @@ def _step_coefficients(config: PointConfig) -> np.ndarray:
     """How much one step's time grows per second of each overhead (exactly linear)."""
     base = evaluate_point(config)["step_time_s"]
     coefficients = []
-    for name in OVERHEADS:
+    for name in STEP_OVERHEADS:
         efficiency = replace(config.assumptions.efficiency, **{
             name: getattr(config.assumptions.efficiency, name) + 1e-3})
         bumped = config.with_changes(assumptions=replace(config.assumptions,
                                                          efficiency=efficiency))
         coefficients.append(round((evaluate_point(bumped)["step_time_s"] - base) / 1e-3, 6))
-    return np.array(coefficients)
+    return np.array([*coefficients, 0.0])
 
 
-def run_requests(run: Run) -> tuple[Requests, SessionRequests | None]:
-    """The run's requests as the client sent them (module doc)."""
-    count = run.requests
+def run_requests(run: Run, *, think_s: float = 0.0, spread_s: float = 0.0,
+                 seed: int = 0) -> tuple[Requests, SessionRequests | None]:
+    """The run's requests as the client sent them, its warm-up requests first (module
+    doc). A closed loop's next request on a slot reaches the engine `think_s` after the
+    slot's previous one finished (the front end); `spread_s` > 0 starts the C slots at
+    uniform random times in [0, spread_s) (seeded) instead of all at 0."""
+    count = run.warmup_requests + run.requests
     if run.input_tokens is not None and run.output_tokens is not None and (
-            run.input_tokens.size == count):
-        inputs, outputs = run.input_tokens, run.output_tokens
+            run.input_tokens.size == run.requests):
+        # warm-up requests take the run's own lengths, from its first request on
+        inputs, outputs = (np.concatenate([np.resize(lengths, run.warmup_requests), lengths])
+                           for lengths in (run.input_tokens, run.output_tokens))
     else:
         inputs = np.full(count, max(1, round(run.input_mean)), np.int64)
         outputs = np.full(count, max(1, round(run.output_mean)), np.int64)
-    if run.concurrency is not None and run.request_rate is None and count > run.concurrency:
+    if closed_loop(run):
+        slots = run.concurrency
+        starts = np.sort(np.random.default_rng(seed).uniform(0, spread_s, slots)) if (
+            spread_s > 0) else np.zeros(slots)
+        # a later request's arrival_s only orders it: the simulator times it from its slot
+        arrivals = np.concatenate([starts, np.full(count - slots, starts[-1])])
         index = np.arange(count)
-        requests = Requests(np.zeros(count), inputs, outputs)
-        previous = np.where(index >= run.concurrency, index - run.concurrency, -1)
-        return requests, SessionRequests(requests, previous=previous, think_s=np.zeros(count))
+        requests = Requests(arrivals, inputs, outputs)
+        previous = np.where(index >= slots, index - slots, -1)
+        return requests, SessionRequests(requests, previous=previous,
+                                         think_s=np.where(index >= slots, think_s, 0.0))
     if run.request_rate is not None:
-        gaps = np.random.default_rng(0).exponential(1 / run.request_rate, count)
+        gaps = np.random.default_rng(seed).exponential(1 / run.request_rate, count)
         times = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
         return Requests(times, inputs, outputs), None
     return Requests(np.zeros(count), inputs, outputs), None
 
 
-def _slopes(simulation) -> tuple[float, float]:
-    """Mean over requests of the steps from arrival to first token, and of the steps
-    from first to last token per output token after the first."""
+def closed_loop(run: Run) -> bool:
+    """C clients, each sending its next request when its previous one finishes."""
+    return run.concurrency is not None and run.request_rate is None and (
+        run.warmup_requests + run.requests > run.concurrency)
+
+
+def measured_requests(run: Run) -> np.ndarray:
+    """Which of the simulated requests the client scored: all but the warm-up ones."""
+    return np.arange(run.warmup_requests + run.requests) >= run.warmup_requests
+
+
+def _slopes(simulation, scored: np.ndarray) -> tuple[float, float]:
+    """Mean over the scored requests of the steps from arrival to first token, and of
+    the steps from first to last token per output token after the first."""
     ends = simulation.steps["start_s"] + simulation.steps["duration_s"]
-    arrival, first, finish = simulation.arrivals, simulation.first_token_s, simulation.finish_s
+    arrival, first = simulation.arrivals[scored], simulation.first_token_s[scored]
+    finish = simulation.finish_s[scored]
     before_first = np.searchsorted(ends, first, "right") - np.searchsorted(ends, arrival, "right")
-    outputs = simulation.requests.output_tokens
+    outputs = simulation.requests.output_tokens[scored]
     decoding = outputs > 1
     per_token = ((np.searchsorted(ends, finish[decoding], "right")
                   - np.searchsorted(ends, first[decoding], "right")) / (outputs[decoding] - 1))
     return float(before_first.mean()), float(per_token.mean()) if per_token.size else 0.0
+
+
+def _statistics(values: np.ndarray) -> dict | None:
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return None
+    return {"mean": float(values.mean()),
+            **{f"p{q}": float(np.percentile(values, q)) for q in PERCENTILES}}
+
+
+def client_metrics(simulation, scored: np.ndarray, request_overhead_s: float) -> dict:
+    """TTFT, TPOT and E2E statistics of the scored requests as the client sees them:
+    the engine's plus the front end's `request_overhead_s` on TTFT and E2E."""
+    per_request = request_metrics(simulation)
+    return {"ttft_s": _statistics(per_request["ttft_s"][scored] + request_overhead_s),
+            "tpot_s": _statistics(per_request["tpot_s"][scored]),
+            "e2e_s": _statistics(per_request["e2e_s"][scored] + request_overhead_s)}
 
 
 def replay_run(run: Run, target: Target, assumptions: Assumptions,
@@ -259,23 +347,39 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
     config = _config(target, assumptions, scheduling.memory_fraction or defaults.memory_fraction)
     policy = scheduling.policy or defaults.policy
     static = policy == "static"
-    requests, sessions = run_requests(run)
     max_batch = scheduling.max_batch or (max(1, run.concurrency or 1) if static
                                          else defaults.max_batch)
     budget = None if static else scheduling.token_budget or max(defaults.token_budget, max_batch)
     scheduler = SchedulerConfig(
         policy=policy, max_batch=max_batch, token_budget=budget,
         kv_admission="reserve" if static else scheduling.kv_admission or defaults.kv_admission)
-    simulation = simulate(config.step_inputs(), config.assumptions, scheduler, requests,
-                          sessions=sessions, gpu_key=config.gpu.key)
-    ttft_slope, tpot_slope = _slopes(simulation)
+    front_end = 0.0 if static else assumptions.efficiency.request_overhead_s
+    inputs, scored = config.step_inputs(), measured_requests(run)
+
+    def run_with(spread_s: float):
+        requests, sessions = run_requests(run, think_s=front_end, spread_s=spread_s)
+        return simulate(inputs, config.assumptions, scheduler, requests, sessions=sessions,
+                        gpu_key=config.gpu.key)
+
+    simulation = run_with(0.0)
+    stagger = closed_loop(run) and not static and (
+        not defaults.clients_in_step if scheduling.stagger is None else scheduling.stagger)
+    if stagger:
+        # the clients out of step (module doc): slots start over one request's cycle
+        cycle = float(np.mean(request_metrics(simulation)["e2e_s"])) + front_end
+        simulation = run_with(cycle)
+    ttft_slope, tpot_slope = _slopes(simulation, scored)
     report = summarize(simulation)
-    predicted = {key: report[key] for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s",
-                                              "duration_s", "preemptions", "mean_batch")}
+    predicted = {key: report[key] for key in ("itl_s", "duration_s", "preemptions",
+                                              "mean_batch")}
+    predicted.update(client_metrics(simulation, scored, front_end))
     predicted["output_throughput"] = report["throughput_tokens_per_s"]
     predicted["request_throughput"] = report["request_throughput"]
+    # all at once (static, or lockstep without a front end): the steps' order is fixed
+    exact = run.request_rate is None and not stagger and (static or front_end == 0)
     return Replay(run, target, predicted, ttft_slope, tpot_slope,
-                  _step_coefficients(config), overheads_of(assumptions), scheduling)
+                  _step_coefficients(config), overheads_of(assumptions), scheduling,
+                  static, exact)
 
 
 def replay_again(previous: Replay, assumptions: Assumptions) -> Replay:
@@ -305,6 +409,8 @@ def group_key(replay: Replay) -> tuple[str, str, str]:
     return (replay.target.engine or "?", replay.target.gpu, replay.target.model)
 
 
+LOGO_ROUNDS = 2  # fit rounds per held-out fold: at the base replays, then at that fit
+
 # what the fit matches: TTFT too, as its slopes in the overheads differ from TPOT's
 # (fitting TPOT alone left larger held-out TPOT errors on trtllm and vllm)
 FITTED_METRICS = ("ttft", "tpot")
@@ -316,13 +422,15 @@ class Surrogate:
 
     def __init__(self, replays: Sequence[Replay], weights: np.ndarray) -> None:
         rows = [(weight, getattr(r.run, key).mean, r.predicted[f"{key}_s"]["mean"],
-                 getattr(r, f"{key}_slope"), r.step_coefficients, r.overheads)
+                 getattr(r, f"{key}_slope"), r.step_coefficients, r.overheads,
+                 DIRECT_TTFT * (key == "ttft"))
                 for r, weight in zip(replays, weights, strict=True) for key in FITTED_METRICS
                 if getattr(r.run, key).mean and r.predicted[f"{key}_s"]["mean"]]
-        weight, measured, predicted, slope, coefficients, at = (
+        weight, measured, predicted, slope, coefficients, at, direct = (
             np.array(column, dtype=np.float64) for column in zip(*rows, strict=True))
         self.weight, self.measured = weight, measured
-        self.gain = slope[:, None] * coefficients  # seconds of metric per second of overhead
+        # seconds of metric per second of overhead: through the steps, and directly
+        self.gain = slope[:, None] * coefficients + direct
         self.offset = predicted - np.einsum("ij,ij->i", self.gain, at)
 
     def __call__(self, overheads: np.ndarray) -> float:
@@ -381,23 +489,28 @@ class OverheadFit:
 
 def free_overheads(replays: Sequence[Replay]) -> list[str]:
     """The overheads the runs can tell apart: a per-layer term needs models with
-    different layer counts, a per-all-reduce term runs with and without TP."""
+    different layer counts, a per-all-reduce term runs with and without TP, a front end
+    runs whose client is measured (not static batches timed inside the engine)."""
     coefficients = np.array([r.step_coefficients for r in replays])
     names = ["step_overhead_s"]
     if np.unique(coefficients[:, 1]).size > 1:
         names.append("layer_overhead_s")
     if np.unique(coefficients[:, 2] > 0).size > 1:
         names.append("allreduce_overhead_s")
+    if any(not r.static for r in replays):
+        names.append("request_overhead_s")
     return names
 
 
 def fit_overheads(replays: Sequence[Replay], base: Assumptions, *,
                   free: list[str] | None = None, rounds: int = 4,
-                  replay: Callable[[Replay, Assumptions], Replay] | None = None) -> OverheadFit:
+                  replay: Callable[[Replay, Assumptions], Replay] | None = None,
+                  final_replay: bool = True) -> OverheadFit:
     """Fit `free` overheads (default `free_overheads`) to `replays` (made at `base`).
     With `replay` (how to replay one run again at other assumptions), the fit is
-    re-linearised at its result until it settles (open arrivals); closed loops are exact
-    at once and are only replayed once more, for the reported figures."""
+    re-linearised at its result until it settles (staggered clients, a front end, open
+    arrivals: the schedule moves with the step times); exact replays (`Replay.exact`)
+    settle at once. `final_replay`: replay at the last fit too, for its figures."""
     free = free or free_overheads(replays)
     mask = np.array([name in free for name in OVERHEADS])
     ceilings = np.array([OVERHEAD_CEILINGS[name] for name in OVERHEADS])
@@ -412,13 +525,11 @@ def fit_overheads(replays: Sequence[Replay], base: Assumptions, *,
         start = point
         loss = Surrogate(current, weights)
         point = _pattern_search(loss, loss.linear_start(mask, ceilings), mask, ceilings)
-        if replay is None:
+        if replay is None or (rounds_run == rounds and not final_replay):
             break
         assumptions = with_overheads(base, point)
         current = [replay(r, assumptions) for r in current]
-        closed = all(r.run.concurrency is not None and r.run.request_rate is None
-                     for r in current)
-        if closed or np.allclose(point, start, rtol=0.01, atol=1e-7):
+        if all(r.exact for r in current) or np.allclose(point, start, rtol=0.01, atol=1e-7):
             break
     at_bound = [name for name, value, ceiling, on in zip(OVERHEADS, point, ceilings, mask,
                                                          strict=True)
@@ -480,8 +591,10 @@ def leave_one_group_out(replays: Sequence[Replay], base: Assumptions,
     groups, ratios = {}, {"ttft": [], "tpot": []}
     for key in keys:
         training = [r for r in replays if group_key(r) != key]
+        # re-linearised once on the training groups (LOGO_ROUNDS), never on the held-out one
         fit = fit_overheads(training, base, free=[n for n in free
-                                                 if n in free_overheads(training)])
+                                                 if n in free_overheads(training)],
+                            replay=replay, rounds=LOGO_ROUNDS, final_replay=False)
         held = [replay(r, with_overheads(base, fit.overheads))
                 for r in replays if group_key(r) == key]
         for kind in ratios:
@@ -514,7 +627,7 @@ def silicon_runs(path: Path) -> tuple[list[Run], list[Target], list[str]]:
             tool="aiconfigurator-silicon", source=f"{path.name}:{row['id']}",
             model=row["model_path"], engine=row["backend"],
             engine_version=row["backend_version"] or None, gpu=row["system"],
-            tp=int(row["tp_size"]), concurrency=concurrency,
+            tp=int(row["tp_size"]), concurrency=concurrency, warmup_requests=concurrency,
             requests=SILICON_WAVES * concurrency, input_mean=isl, output_mean=osl,
             ttft=Stat(mean=float(row["silicon_ttft_ms"]) / 1e3),
             tpot=Stat(mean=float(row["silicon_tpot_ms"]) / 1e3)))

@@ -51,8 +51,9 @@ LEVEL = 0.8
                    "ai-dynamo/aiconfigurator silicon runs and Mutinifni/splitwise-sim's "
                    "static batches) instead of RESULT_FILEs.")
 @click.option("--fit", is_flag=True,
-              help="Fit the engine's per-step/per-layer/per-all-reduce overheads on top of "
-                   "--profile. With --measured-dir: leave-one-group-out per engine.")
+              help="Fit the engine's per-step/per-layer/per-all-reduce overheads and its "
+                   "per-request front end (request_overhead_s) on top of --profile. With "
+                   "--measured-dir: leave-one-group-out per engine.")
 @click.option("--out", type=click.Path(dir_okay=True), metavar="PATH",
               help="--fit: the profile TOML to write; with --measured-dir a folder, "
                    "receiving <gpu>-<engine>.toml for each GPU and engine with data.")
@@ -64,8 +65,10 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
     Reads the result files of `vllm bench serve --save-result`, SGLang's `bench_serving
     --output-file`, GuideLLM's report JSON and genai-perf / AIPerf profile exports, and
     replays each run through the simulator with its own requests, lengths and arrivals
-    (a client concurrency is a closed loop, a request rate a Poisson process) and the
-    engine's scheduler defaults. Errors are predicted / measured - 1. --fit re-fits an
+    (a client concurrency C is a closed loop of C slots started out of step, the first
+    request of each slot a warm-up left out of the means; a request rate is a Poisson
+    process) and the engine's scheduler defaults. The profile's request_overhead_s (a
+    front end: HTTP, tokenisation, streaming) is added to each TTFT and E2E. Errors are predicted / measured - 1. --fit re-fits an
     engine's overheads to your own engine version from one short benchmark. Result files
     do not record the GPU or TP (hence --gpu, --tp); `vllm bench serve --metadata
     engine_version=0.12.0` adds the engine's version to a vLLM file.
@@ -201,7 +204,8 @@ def _write_measured_profiles(folder, base, profile, engine, replays, full, bound
             base, end_to_end.with_overheads(base, full.overheads).efficiency,
             command=command,
             description=f"{engine} on {gpu}: {profile}'s kernels plus {engine}'s step, layer "
-                        "and all-reduce overheads, fitted end to end on "
+                        "and all-reduce overheads and its per-request front end, fitted end "
+                        "to end on "
                         f"{len(replays)} runs ({', '.join(models)} on this GPU); held-out "
                         f"TPOT MAPE {100 * tpot_errors[0]:.0f}-{100 * tpot_errors[1]:.0f} % "
                         "per (GPU, model) group (docs/end-to-end.md)",
@@ -260,9 +264,10 @@ def render(report: dict) -> str:
                   f"{_mape(g['interval_coverage']['ttft']):>14}"
                   f"{_mape(g['interval_coverage']['tpot']):>8}" for g in report["held_out"]]
         for entry in report["profiles"]:
-            step, layer, allreduce = entry["overheads_s"]
+            step, layer, allreduce, front_end = entry["overheads_s"]
             lines.append(f"  {entry['engine']}: step {units.seconds(step)}, layer "
-                         f"{units.seconds(layer)}, all-reduce {units.seconds(allreduce)}"
+                         f"{units.seconds(layer)}, all-reduce {units.seconds(allreduce)}, "
+                         f"front end {units.seconds(front_end)} a request"
                          + (f" (at bound: {', '.join(entry['at_bound'])})"
                             if entry["at_bound"] else "")
                          + f"; 80 % interval TTFT {entry['interval']['ttft']}, "

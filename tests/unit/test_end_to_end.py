@@ -37,29 +37,49 @@ def measured_as(replay: e2e.Replay) -> Run:
                                tpot=Stat(mean=p["tpot_s"]["mean"]))
 
 
-def synthetic(overheads) -> tuple[list[Run], list[e2e.Target]]:
+LOCKSTEP = e2e.Scheduling(stagger=False)
+STAGGERED = e2e.Scheduling()
+
+
+def synthetic(overheads, scheduling: e2e.Scheduling = STAGGERED
+              ) -> tuple[list[Run], list[e2e.Target]]:
     truth = e2e.with_overheads(BASE, overheads)
     runs, targets = [], []
     for target in TARGETS:
         for concurrency, isl, osl in ((2, 300, 24), (12, 900, 40)):
-            replay = e2e.replay_run(closed_run(concurrency, isl, osl), target, truth)
+            replay = e2e.replay_run(closed_run(concurrency, isl, osl), target, truth,
+                                    scheduling)
             runs.append(measured_as(replay))
             targets.append(target)
     return runs, targets
 
 
 def test_fit_recovers_known_overheads():
-    truth = np.array([2.5e-3, 60e-6, 18e-6])
-    runs, targets = synthetic(truth)
-    replays = e2e.replay_runs(runs, targets, BASE)
-    fit = e2e.fit_overheads(replays, BASE)
-    assert fit.fitted == list(e2e.OVERHEADS) and fit.at_bound == []
+    """Lockstep clients without a front end: the surrogate is exact, one fit suffices."""
+    truth = np.array([2.5e-3, 60e-6, 18e-6, 0.0])
+    runs, targets = synthetic(truth, LOCKSTEP)
+    replays = e2e.replay_runs(runs, targets, BASE, LOCKSTEP)
+    fit = e2e.fit_overheads(replays, BASE, free=list(e2e.STEP_OVERHEADS))
+    assert fit.at_bound == []
     np.testing.assert_allclose(fit.overheads, truth, rtol=0.02)
 
 
+def test_fit_recovers_a_front_end_with_staggered_clients():
+    """Staggered clients and a front end move the schedule with the overheads: the fit
+    re-linearises by replaying until it settles, and finds every overhead again."""
+    truth = np.array([2e-3, 40e-6, 20e-6, 0.03])
+    runs, targets = synthetic(truth)
+    replays = e2e.replay_runs(runs, targets, BASE)
+    assert not any(r.exact for r in replays)
+    fit = e2e.fit_overheads(replays, BASE, replay=e2e.replay_again)
+    assert fit.fitted == list(e2e.OVERHEADS) and fit.at_bound == []
+    np.testing.assert_allclose(fit.overheads, truth, rtol=0.05)
+    assert e2e.mape(fit.replays, "ttft") < 0.01 and e2e.mape(fit.replays, "tpot") < 0.01
+
+
 def test_fit_engine_profile_replays_at_the_fitted_values():
-    runs, targets = synthetic(np.array([1e-3, 0.0, 30e-6]))
-    efficiency, summary = e2e.fit_engine_profile(runs, BASE, targets)
+    runs, targets = synthetic(np.array([1e-3, 0.0, 30e-6, 0.0]), LOCKSTEP)
+    efficiency, summary = e2e.fit_engine_profile(runs, BASE, targets, LOCKSTEP)
     assert efficiency.step_overhead_s == pytest.approx(1e-3, rel=0.02)
     assert "layer_overhead_s" in summary["at_bound"]  # the truth is 0: flagged
     assert summary["mape_tpot"] < 0.005 and summary["mape_ttft"] < 0.005
@@ -71,22 +91,66 @@ def test_fit_engine_profile_replays_at_the_fitted_values():
 @given(step=st.floats(0, 5e-3), layer=st.floats(0, 2e-4),
        concurrency=st.integers(1, 12), osl=st.integers(2, 40))
 def test_closed_loop_is_affine_in_the_overheads(step, layer, concurrency, osl):
-    """Under a closed loop the schedule does not depend on step times, so the surrogate
-    the fit searches equals a replay at the other overheads."""
+    """Under a lockstep closed loop without a front end the schedule does not depend on
+    step times, so the surrogate the fit searches equals a replay at other overheads."""
     target = TARGETS[1]
     run = closed_run(concurrency, 500, osl)
-    at_base = e2e.replay_run(run, target, BASE)
-    values = np.array([step, layer, BASE.efficiency.allreduce_overhead_s])
-    again = e2e.replay_run(run, target, e2e.with_overheads(BASE, values))
+    at_base = e2e.replay_run(run, target, BASE, LOCKSTEP)
+    assert at_base.exact
+    values = np.array([step, layer, BASE.efficiency.allreduce_overhead_s, 0.0])
+    again = e2e.replay_run(run, target, e2e.with_overheads(BASE, values), LOCKSTEP)
     ttft, tpot = at_base.at(values)
     assert ttft == pytest.approx(again.predicted["ttft_s"]["mean"], rel=1e-9)
     assert tpot == pytest.approx(again.predicted["tpot_s"]["mean"], rel=1e-9)
 
 
+@settings(max_examples=6, deadline=None)
+@given(front_end=st.floats(0, 0.5), concurrency=st.integers(1, 12), osl=st.integers(2, 40))
+def test_front_end_adds_to_ttft_and_e2e_only(front_end, concurrency, osl):
+    """One wave (nothing waits on a finish): the front end shifts every request's TTFT
+    and E2E by itself and leaves TPOT and the steps alone."""
+    run = closed_run(concurrency, 700, osl, waves=1)
+    at_zero = e2e.replay_run(run, TARGETS[3], BASE)
+    moved = e2e.overheads_of(BASE) + [0, 0, 0, front_end]
+    delayed = e2e.replay_run(run, TARGETS[3], e2e.with_overheads(BASE, moved))
+    for key in ("ttft_s", "e2e_s"):
+        for stat, value in at_zero.predicted[key].items():
+            assert delayed.predicted[key][stat] == pytest.approx(value + front_end, abs=1e-12)
+    assert delayed.predicted["tpot_s"] == at_zero.predicted["tpot_s"]
+    ttft, _ = at_zero.at(moved)
+    assert ttft == pytest.approx(delayed.predicted["ttft_s"]["mean"], rel=1e-9)
+
+
 def test_closed_loop_keeps_concurrency_requests_in_flight():
-    requests, sessions = e2e.run_requests(closed_run(4, 100, 10, waves=3))
+    requests, sessions = e2e.run_requests(closed_run(4, 100, 10, waves=3), think_s=0.02)
     assert len(requests) == 12
     assert sessions.previous.tolist() == [-1] * 4 + list(range(8))
+    # the next request on a slot reaches the engine a front end after the previous one
+    assert sessions.think_s.tolist() == [0.0] * 4 + [0.02] * 8
+
+
+@settings(max_examples=10, deadline=None)
+@given(concurrency=st.integers(1, 64), spread=st.floats(0.001, 100))
+def test_staggered_slots_start_within_the_spread(concurrency, spread):
+    requests, sessions = e2e.run_requests(closed_run(concurrency, 100, 10, waves=2),
+                                          spread_s=spread)
+    starts = requests.arrival_s[:concurrency]
+    assert np.all((starts >= 0) & (starts < spread)) and np.all(np.diff(starts) >= 0)
+    lockstep, _ = e2e.run_requests(closed_run(concurrency, 100, 10, waves=2))
+    assert not np.any(lockstep.arrival_s)
+
+
+def test_warm_up_requests_run_first_and_are_not_scored():
+    """Warm-up requests (genai-perf / AIPerf) take the slots first; the statistics are
+    the scored requests'; a run without them (vllm bench serve) scores all."""
+    run = dataclasses.replace(closed_run(3, 10, 5, waves=2), warmup_requests=3)
+    requests, sessions = e2e.run_requests(run)
+    assert len(requests) == 9 and sessions.previous.tolist() == [-1] * 3 + list(range(6))
+    assert e2e.measured_requests(run).tolist() == [False] * 3 + [True] * 6
+    assert e2e.measured_requests(closed_run(3, 10, 5)).all()
+    replay = e2e.replay_run(run, TARGETS[0], BASE)
+    scored = e2e.replay_run(dataclasses.replace(run, warmup_requests=0), TARGETS[0], BASE)
+    assert replay.predicted["ttft_s"] != scored.predicted["ttft_s"]
 
 
 def test_request_rate_is_poisson_and_per_request_lengths_are_kept():
@@ -110,22 +174,19 @@ def test_interval_holds_the_stated_share_and_the_prediction():
 
 
 def test_leave_one_group_out_needs_two_groups():
-    runs, targets = synthetic(np.array([1e-3, 0, 0]))
-    replays = e2e.replay_runs(runs[:2], targets[:2], BASE)
+    runs, targets = synthetic(np.array([1e-3, 0, 0, 0]), LOCKSTEP)
+    replays = e2e.replay_runs(runs[:2], targets[:2], BASE, LOCKSTEP)
     with pytest.raises(e2e.SpecError, match="two"):
         e2e.leave_one_group_out(replays, BASE, lambda r, a: r)
 
 
 def test_leave_one_group_out_scores_unseen_groups():
-    truth = np.array([2e-3, 40e-6, 20e-6])
-    runs, targets = synthetic(truth)
-    replays = e2e.replay_runs(runs, targets, BASE)
-
-    def again(previous, assumptions):
-        return e2e.replay_run(previous.run, previous.target, assumptions)
-
-    held = e2e.leave_one_group_out(replays, BASE, again)
+    truth = np.array([2e-3, 40e-6, 20e-6, 0.0])
+    runs, targets = synthetic(truth, LOCKSTEP)
+    replays = e2e.replay_runs(runs, targets, BASE, LOCKSTEP)
+    held = e2e.leave_one_group_out(replays, BASE, e2e.replay_again)
     assert len(held.groups) == 3
     for group in held.groups.values():  # each group was fitted without its own runs
-        np.testing.assert_allclose(group["overheads"], truth, rtol=0.02)
+        np.testing.assert_allclose(group["overheads"][:3], truth[:3], rtol=0.02)
+        assert group["overheads"][3] < 1e-4  # no front end in the truth: none found
         assert group["mape_tpot"] < 0.005 and group["mape_ttft"] < 0.005
