@@ -227,7 +227,8 @@ def write_profile_interval(corpus, results, path, holdout, gpu, datasets, measur
     for written in paths:
         words += ["--write-interval", str(written)]
     table = profile_interval(corpus, results, document, profile,
-                             f"leave-one-dataset-out over {len(corpus.names)} datasets")
+                             f"leave-one-dataset-out over "
+                             f"{len(set(corpus.rows.dataset.tolist()))} datasets")
     write_interval(path, table, shlex.join(words))
     return table
 
