@@ -42,7 +42,6 @@ class Symbol:
     """A per-call number (or a value computed from one) while a step is traced."""
 
     __slots__ = ("trace", "name", "is_bool")
-    __array_priority__ = 1000  # numpy scalars defer to the symbol's operators
     ndim = 0
     shape = ()
 
