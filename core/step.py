@@ -146,6 +146,9 @@ class StepInputs:
     expert_link_latency: np.ndarray | float = 0.0
     stage_link: np.ndarray | float = np.inf
     stage_link_latency: np.ndarray | float = 0.0
+    # the matmuls' format as `tables.dtype_code`: whose GEMM parameters a profile's
+    # efficiency applies ([efficiency.fp8], ...); None: the base ones
+    compute_dtype: np.ndarray | int | None = None
 
 
 def _window_integral(x: np.ndarray, window: np.ndarray) -> np.ndarray:
@@ -217,6 +220,8 @@ class _Shape:
         efficiency = assumptions.efficiency
         self.calibrated = not efficiency.is_ideal
         if self.calibrated:
+            if inputs.compute_dtype is not None:
+                efficiency = efficiency.for_compute_dtypes(inputs.compute_dtype)
             self.timed_parts = self._timed_parts(inputs, efficiency)
             self.fixed_time = fixed_step_time(model.layers, efficiency)
         if inputs.draft is not None and self.speculating:

@@ -157,6 +157,7 @@ def gather_step_inputs(
         board_power_w=gpus.tdp_w[gpu] if energy else None,
         price_per_gpu_hour=(None if price_per_gpu_hour is None
                             else np.asarray(price_per_gpu_hour, f64)),
+        compute_dtype=compute_dtype,
     )
     return replace(inputs, **parallel) if parallel else inputs
 
