@@ -516,12 +516,28 @@ def read_measured(path: Path) -> Conversion:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"measured file not found: {path}")
+    if path.suffix.lower() in (".json", ".jsonl"):
+        _refuse_benchmark_result(path)
     header = set(_header(path))
     for columns, converter in CONVERTERS:
         if columns <= header:
             return converter(path)
     raise SpecError(f"{path}: not the calibration format (columns kind, gpu, time_s, ...) "
                     "nor a recognised measured format")
+
+
+def _refuse_benchmark_result(path: Path) -> None:
+    """A serving benchmark's result file records client-side TTFT/TPOT under load, not
+    kernel or step times, and neither the GPU nor the TP: it is replayed through the
+    simulator by `sweep replay`, which fits an engine profile from it."""
+    from rooftui.sweeps.bench_results import read_benchmark  # only for JSON inputs
+
+    runs = read_benchmark(path)
+    raise SpecError(
+        f"{path}: a {runs[0].tool} result file ({len(runs)} run(s)) holds end-to-end "
+        f"latencies under load, which are replayed through the simulator: sweep replay "
+        f"{path} --model MODEL --gpu GPU --tp N (add --fit --out PROFILE.toml to fit an "
+        "engine profile from it)")
 
 
 def read_measured_paths(paths: list[Path]) -> list[Conversion]:

@@ -138,3 +138,15 @@ def test_end_to_end_rows_are_left_out_with_a_reason(tmp_path: Path):
     only = csv_file(tmp_path / "runs.csv", [run])
     _, error = sweep("calibrate", "--measured", only, "--gpu", "h100-sxm", expect=2)
     assert "e2e rows are fitted by replay" in error and error.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [("calibrate", "--gpu", "h100-sxm"), ("validate",)])
+@pytest.mark.parametrize("name", ["vllm-bench-serve.json", "sglang-bench-serving.jsonl",
+                                  "guidellm-report.json", "profile_export_genai_perf.json"])
+def test_a_benchmark_result_file_is_sent_to_replay_in_one_line(command, name):
+    """A serving benchmark's result holds end-to-end latencies and no GPU or TP: calibrate
+    and validate name the tool and the `sweep replay` command that fits it."""
+    path = Path(__file__).parents[1] / "data" / "bench_results" / name
+    _, err = sweep(command[0], "--measured", path, *command[1:], expect=2)
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"sweep replay {path} --model" in err and "result file" in err
