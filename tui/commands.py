@@ -61,19 +61,26 @@ class ExplorerCommands(Provider):
                 yield (f"{spec.label.lower()} {typed}", spec.help,
                        partial(self._set, spec, value))
 
-    def _to_explorer(self):
-        explorer = self._explorer()
-        while self.app.screen is not explorer:
-            self.app.pop_screen()
-        return explorer
+    def _to_explorer(self, then) -> None:
+        """Show the Explorer, then call `then(explorer)` once it is mounted (the app
+        started on a results folder composes it when first shown)."""
+        explorer = self.app.show_explorer()
+        if explorer.is_mounted:
+            then(explorer)
+        else:
+            explorer.call_after_refresh(then, explorer)
 
     def _on_explorer(self, action: str) -> None:
-        self._to_explorer().run_action(action)
+        self._to_explorer(lambda explorer: explorer.run_action(action))
 
     def _set(self, spec: ControlSpec, value: object) -> None:
         """Set the control's field (on the Explorer: the palette may have been opened
         on another screen)."""
-        field = self._to_explorer().query_one(Controls).field(spec.key)
+        self._to_explorer(partial(self._set_field, spec, value))
+
+    @staticmethod
+    def _set_field(spec: ControlSpec, value: object, explorer) -> None:
+        field = explorer.query_one(Controls).field(spec.key)
         field.value = value if spec.kind == "select" else (
             "" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
 

@@ -113,8 +113,9 @@ class RooftuiApp(App):
 
     def on_mount(self) -> None:
         self.install_screen(ExplorerScreen(self._settings, hires=self._hires), "explorer")
-        self.push_screen("explorer")
-        if self.results_dir is not None:
+        if self.results_dir is None:
+            self.push_screen("explorer")
+        else:  # the Explorer is composed when first shown (`show_explorer`), not beneath
             self.open_results()
         # What exists once the first screen is up (modules, widgets, styles) lives as
         # long as the app: frozen, the collector's full passes skip it. Unfrozen, each
@@ -145,11 +146,23 @@ class RooftuiApp(App):
         if self.screen is not self.get_screen("optimize"):
             self.push_screen("optimize")
 
+    def show_explorer(self) -> ExplorerScreen:
+        """Back to the Explorer: down the screens above it, or, when the app started on
+        a results folder and has not shown it yet, in place of the Results view (which
+        stays installed: `o` opens it again, above the Explorer)."""
+        explorer = self.explorer
+        if explorer in self.screen_stack:
+            while self.screen is not explorer:
+                self.pop_screen()
+        else:
+            while self.screen is not self.get_screen("results"):
+                self.pop_screen()
+            self.switch_screen(explorer)
+        return explorer
+
     def open_in_explorer(self, settings: ExplorerSettings) -> None:
         """Back from the Results view to the Explorer, showing `settings`."""
-        while self.screen is not self.explorer:
-            self.pop_screen()
-        self.explorer.open_settings(settings)
+        self.show_explorer().open_settings(settings)
 
     def action_help(self) -> None:
         from rooftui.tui.screens.help import HelpScreen

@@ -175,6 +175,8 @@ class ExplorerScreen(KeyboardScreen):
     def open_settings(self, settings: ExplorerSettings) -> None:
         """Show another configuration (from the Results view) and recompute."""
         self.settings = settings
+        if not self.is_mounted:  # shown for the first time: composed with `settings`
+            return
         self.query_one(Controls).show(settings)
         self.refresh_bindings()  # `x` comes and goes with the row's fixed inputs
         self.request_figures()

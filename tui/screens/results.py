@@ -370,7 +370,7 @@ class ResultsScreen(KeyboardScreen):
         self.app.open_in_explorer(settings)
 
     def action_explorer(self) -> None:
-        self.app.pop_screen()
+        self.app.show_explorer()
 
     def action_next_panel(self) -> None:
         names = [name for name, _ in PANELS]
