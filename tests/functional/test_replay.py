@@ -40,10 +40,12 @@ def test_fit_writes_an_engine_profile_that_loads(tmp_path):
     report = sweep_json("replay", FIXTURES / "vllm-bench-serve.json",
                         FIXTURES / "profile_export_aiperf.json", *SETUP, "--fit",
                         "--out", out)
-    assert report["fit"]["fitted"] == ["step_overhead_s"]
+    # two runs, one model: a step overhead and the client's front end
+    assert report["fit"]["fitted"] == ["step_overhead_s", "request_overhead_s"]
     profile = load_profile(str(out))
-    assert profile.efficiency.step_overhead_s == pytest.approx(
-        report["fit"]["overheads_s"]["step_overhead_s"], rel=1e-3)
+    for name in report["fit"]["fitted"]:
+        assert getattr(profile.efficiency, name) == pytest.approx(
+            report["fit"]["overheads_s"][name], rel=1e-3, abs=1e-9)
     assert out.read_text().startswith("# Fitted by: sweep replay ")
     assert "engine profile" in profile.provenance
 
