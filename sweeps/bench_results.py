@@ -17,9 +17,12 @@ README.md says which tool version each fixture follows):
   and `requests.successful` (per-request `prompt_tokens`, `output_tokens`);
 - `genai-perf`: `profile_export_genai_perf.json`: metrics as `{unit, avg, p50, p99,
   ...}`, `input_config` flat (`model`, `concurrency`, `request_rate`,
-  `synthetic_input_tokens_mean`, `output_tokens_mean`);
+  `warmup_request_count`, `synthetic_input_tokens_mean`, `output_tokens_mean`);
 - `aiperf`: AIPerf's `profile_export_aiperf.json`: the same metric objects,
-  `input_config` nested (`endpoint.model_names`, `loadgen.concurrency`).
+  `input_config` nested (`endpoint.model_names`, `loadgen.concurrency`,
+  `loadgen.warmup_request_count`).
+Both tools send their warm-up requests first and leave them out of every statistic: a
+run keeps their count (`Run.warmup_requests`) so a replay sends them first too.
 
 genai-perf and AIPerf call TPOT "inter_token_latency" ((latency - TTFT) / (output - 1)
 per request, averaged): it is read as TPOT; their `inter_chunk_latency`, where present,
@@ -126,6 +129,12 @@ def _whole(value, where: str, name: str) -> int | None:
     if number != int(number) or number < 1:
         raise SpecError(f"{where}: {name} must be a whole number >= 1, got {value!r}")
     return int(number)
+
+
+def _warmup(config: dict, where: str) -> int:
+    """Warm-up requests the client sent first and left out (genai-perf, AIPerf)."""
+    value = config.get("warmup_request_count")
+    return 0 if value in (None, 0) else _whole(value, where, "warmup_request_count")
 
 
 def _ms(value, where: str, name: str) -> float | None:
@@ -304,7 +313,8 @@ def _metric(data: dict, name: str, where: str) -> Stat:
     return Stat(*(None if v is None else v * scale for v in values))
 
 
-def _perf_run(data: dict, where: str, tool: str, model, concurrency, rate, requests) -> Run:
+def _perf_run(data: dict, where: str, tool: str, model, concurrency, rate, requests,
+              warmup) -> Run:
     inputs = _metric(data, "input_sequence_length", where).mean
     outputs = _metric(data, "output_sequence_length", where).mean
     if inputs is None or outputs is None:
@@ -321,8 +331,8 @@ def _perf_run(data: dict, where: str, tool: str, model, concurrency, rate, reque
     return Run(
         tool=tool, source=where, model=models[0] if models else None,
         engine=data.get("engine"), concurrency=concurrency, request_rate=rate,
-        requests=int(requests), input_mean=inputs, output_mean=outputs,
-        ttft=_metric(data, "time_to_first_token", where),
+        requests=int(requests), warmup_requests=warmup, input_mean=inputs,
+        output_mean=outputs, ttft=_metric(data, "time_to_first_token", where),
         tpot=_metric(data, "inter_token_latency", where),
         itl=_metric(data, "inter_chunk_latency", where),
         request_throughput=throughput,
@@ -337,7 +347,8 @@ def read_genai_perf(data, where: str) -> list[Run]:
     return [_perf_run(data, where, "genai-perf", config.get("model"),
                       _whole(config.get("concurrency"), where, "concurrency"),
                       _rate(config.get("request_rate"), where),
-                      _whole(count, where, "request_count"))]
+                      _whole(count, where, "request_count"),
+                      _warmup(config, where))]
 
 
 def read_aiperf(data, where: str) -> list[Run]:
@@ -349,7 +360,8 @@ def read_aiperf(data, where: str) -> list[Run]:
     return [_perf_run(data, where, "aiperf", endpoint.get("model_names"),
                       _whole(loadgen.get("concurrency"), where, "concurrency"),
                       _rate(loadgen.get("request_rate"), where),
-                      None if count is None else _whole(count, where, "request_count"))]
+                      None if count is None else _whole(count, where, "request_count"),
+                      _warmup(loadgen, where))]
 
 
 # --- detection -------------------------------------------------------------------------

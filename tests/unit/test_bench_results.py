@@ -100,3 +100,21 @@ def test_damaged_or_unknown_files_are_one_error(tmp_path, text, message):
 def test_missing_file_is_one_error(tmp_path):
     with pytest.raises(SpecError, match="not found"):
         read_benchmark(tmp_path / "absent.json")
+
+
+@pytest.mark.parametrize("name, where", [("profile_export_genai_perf.json", ()),
+                                         ("profile_export_aiperf.json", ("loadgen",))])
+def test_warm_up_requests_are_read_and_kept_apart(tmp_path, name, where):
+    """genai-perf's and AIPerf's warm-up requests are not in the run's statistics: the run
+    keeps their count apart from the scored requests."""
+    data = json.loads((FIXTURES / name).read_text())
+    (plain,) = read_benchmark(FIXTURES / name)
+    config = data["input_config"]
+    for key in where:
+        config = config[key]
+    config["warmup_request_count"] = 16
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    (run,) = read_benchmark(path)
+    assert run.warmup_requests == 16 and plain.warmup_requests == 0
+    assert run.requests == plain.requests
