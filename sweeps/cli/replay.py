@@ -65,9 +65,9 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
     Reads the result files of `vllm bench serve --save-result`, SGLang's `bench_serving
     --output-file`, GuideLLM's report JSON and genai-perf / AIPerf profile exports, and
     replays each run through the simulator with its own requests, lengths and arrivals
-    (a client concurrency C is a closed loop of C slots started out of step, the first
-    request of each slot a warm-up left out of the means; a request rate is a Poisson
-    process) and the engine's scheduler defaults. The profile's request_overhead_s (a
+    (a client concurrency C is a closed loop of C slots started out of step, in step for
+    SGLang, after the warm-up requests the file records, which are not scored; a request
+    rate is a Poisson process) and the engine's scheduler defaults. The profile's request_overhead_s (a
     front end: HTTP, tokenisation, streaming) is added to each TTFT and E2E. Errors are predicted / measured - 1. --fit re-fits an
     engine's overheads to your own engine version from one short benchmark. Result files
     do not record the GPU or TP (hence --gpu, --tp); `vllm bench serve --metadata
