@@ -182,6 +182,39 @@ def with_memory_note(pl, data: pl.DataFrame, grid: Mapping[str, Any] | None,
     return data.with_columns(memory=note)
 
 
+KV_FIT_COLUMNS = ("kv_sequences", "kv_free_bytes", "sequence_tokens_mean")
+
+
+def with_batch_fit(pl, data: pl.DataFrame, held: Mapping[str, Any]) -> pl.DataFrame:
+    """Simulate rows with `fits` (the max batch is one the KV cache can hold at the
+    requests' mean length) and `memory`, why not ("max batch 256 > 119 sequences fit in
+    65 GB free KV at 4,096 tokens") or what it holds; a max batch the chart holds comes
+    from `held` (a slice's `fixed`). Rows without the KV columns (an older folder,
+    optimize results) fit, with no note."""
+    if "max_batch" not in data.columns and isinstance(held.get("max_batch"), int):
+        data = data.with_columns(max_batch=pl.lit(held["max_batch"], dtype=pl.Int64))
+    if not all(column in data.columns for column in ("max_batch", *KV_FIT_COLUMNS)):
+        return data.with_columns(fits=pl.lit(True), memory=pl.lit(""))
+    keys = ["max_batch", *KV_FIT_COLUMNS]
+    cases = data.select(keys).unique()  # a few distinct cases: their text made in Python
+    notes = []
+    for batch, sequences, free, tokens in cases.iter_rows():
+        held = (f"{sequences:,} sequences fit in {_gigabytes(free)} free KV "
+                f"at {round(tokens):,} tokens")
+        notes.append(f"fits: max batch {batch:,} ≤ {held}" if batch <= sequences
+                     else f"max batch {batch:,} > {held}")
+    cases = cases.with_columns(fits=pl.col("max_batch") <= pl.col("kv_sequences"),
+                               memory=pl.Series(notes, dtype=pl.String))
+    return data.join(cases, on=keys, how="left", nulls_equal=True, maintain_order="left")
+
+
+def _gigabytes(value: float) -> str:
+    """Bytes as 'N GB' ('1.1 TB' past a thousand), as `byte_text` writes them."""
+    if value >= 1e12:
+        return f"{value / 1e12:.2g} TB"
+    return f"{value / 1e9:.0f} GB" if value >= 10e9 else f"{value / 1e9:.2g} GB"
+
+
 def capped(alt, chart, field: str, into: str, *, groupby: Sequence[str] = ()):
     """`chart` with `into`: `field` where the row fits, else `field` cut to the largest
     value of the rows that fit (of the same `groupby`, after the menus' filters): rows

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from rooftui.sweeps.chart_marks import (
     HEIGHT,
+    INFEASIBLE,
+    KV_FIT_COLUMNS,
     WIDTH,
+    capped,
     dropdown_params,
     has_columns,
     highlight,
@@ -20,6 +23,7 @@ from rooftui.sweeps.chart_marks import (
     only_chosen,
     palette,
     title_params,
+    with_batch_fit,
 )
 from rooftui.sweeps.chart_slices import SERVING_AXES, ChartSlice, positive, take_slice
 
@@ -82,10 +86,11 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
     chart_slice = _serving_slice(
         frame, {"gpu": 8, "model": 8, "policy": 3, "workload": 12, "output_tokens": 12,
                 "max_batch": 32},
-        ["occupancy", "static_occupancy", "harmonic_occupancy", "mean_batch"],
-        fixed=fixed, axes=axes, grid=grid)
+        ["occupancy", "static_occupancy", "harmonic_occupancy", "mean_batch",
+         *KV_FIT_COLUMNS], fixed=fixed, axes=axes, grid=grid)
     present = chart_slice.data.columns
-    data = chart_slice.data.filter(pl.col("occupancy").is_not_null()).with_columns(
+    data = with_batch_fit(pl, chart_slice.data.filter(pl.col("occupancy").is_not_null()),
+                          chart_slice.fixed).with_columns(
         distribution=_label(pl, "workload", "output_tokens", present=present))
     if "policy" not in present:
         data = data.with_columns(policy=pl.lit("simulated"))
@@ -100,23 +105,28 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
               title="Max batch (slots)")
     y = alt.Y("occupancy:Q", title="Occupancy (useful slot-steps)",
               axis=alt.Axis(format=".0%"), scale=alt.Scale(domain=[0, 1]))
-    color = alt.Color("distribution:N", title="Lengths",
-                      scale=palette(alt, sorted(data["distribution"].unique())))
+    lengths = palette(alt, sorted(data["distribution"].unique()))
+    color = alt.Color("distribution:N", title="Lengths", scale=lengths)
     tooltip = [alt.Tooltip("distribution:N", title="lengths"), alt.Tooltip("policy:N"),
                alt.Tooltip("max_batch:Q", title="max batch", format=","),
                alt.Tooltip("occupancy:Q", title="simulated", format=".1%"),
                alt.Tooltip("static_occupancy:Q", title="E[L] / E[max of B]", format=".1%"),
                alt.Tooltip("harmonic_occupancy:Q", title="1/H_B", format=".1%"),
-               alt.Tooltip("mean_batch:Q", title="mean batch", format=",.1f")]
+               alt.Tooltip("mean_batch:Q", title="mean batch", format=",.1f"),
+               alt.Tooltip("memory:N", title="KV cache")]
     lines = only_chosen(alt, alt.Chart(analytic), dropdowns).mark_line().encode(
         x=x, y="static_occupancy:Q", color=color, opacity=highlight(alt, pick),
         tooltip=[alt.Tooltip("distribution:N", title="lengths"),
                  alt.Tooltip("max_batch:Q", title="max batch", format=","),
                  alt.Tooltip("static_occupancy:Q", title="E[L] / E[max of B]", format=".1%")]
     ).add_params(pick, *dropdowns).properties(name="analytic")
-    dots = only_chosen(alt, alt.Chart(data), dropdowns).mark_point(size=60, filled=True
-                                                                   ).encode(
+    # hollow where the max batch does not fit: one layer (a layer of their own would be
+    # empty, and Vega warn, whenever the menus show none)
+    dots = only_chosen(alt, alt.Chart(data), dropdowns).mark_point(
+        size=60, filled=False, strokeWidth=1.5).encode(
         x=x, y=y, color=color, opacity=highlight(alt, pick), tooltip=tooltip,
+        fill=alt.condition("datum.fits", alt.Fill("distribution:N", legend=None,
+                                                  scale=lengths), alt.value("white")),
         shape=alt.Shape("policy:N", title="Policy")).properties(name="simulated")
     # drawn last, thin and black: the exponential law's own line would hide it
     reference = alt.Chart(harmonic).mark_line(strokeDash=[6, 4], color="#000",
@@ -129,7 +139,27 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
         width=WIDTH, height=HEIGHT,
         title=title_params(alt, title, chart_slice,
                      "points: simulated, by policy; lines: E[L] / E[max of B] of the output "
-                     "law (exact, static batching); dashed: 1/H_B, the exponential law's", grid=grid))
+                     "law (exact, static batching); dashed: 1/H_B, the exponential law's",
+                     *_kv_note(data), grid=grid))
+
+
+def _kv_note(data) -> list[str]:
+    """The subtitle's line on rows whose max batch the KV cache cannot hold, if any."""
+    return ([] if data["fits"].all() else
+            ["grey (points: hollow): a max batch above the sequences the KV cache holds at the "
+             "requests' mean length, so never reached (why in the tooltip; kept off the "
+             "value axis)"])
+
+
+def _fitting_lines(alt, base, field: str, name: str, pick, color, **encoding):
+    """Lines (with points) of `base`'s rows on `field`, as `y` encodes it on "shown":
+    rows whose max batch fits the KV cache in `color`, the others grey and cut to the
+    highest value of the rows that fit (`capped`), so they never stretch the axis. One
+    layer: a layer of its own for the grey rows would be empty (Vega warns) whenever the
+    menus show none."""
+    return capped(alt, base, field, "shown").mark_line(point=True).encode(
+        color=alt.condition("datum.fits", color, alt.value(INFEASIBLE)),
+        opacity=highlight(alt, pick), **encoding).properties(name=name)
 
 
 PERCENTILE_DASHES = {"p50": [1, 0], "p90": [6, 3], "p99": [2, 2]}
@@ -146,15 +176,16 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
     if not has_columns(frame, "rate", "ttft_p50_s", "policy"):
         return note_chart(alt, title, "no simulations at a given rate (a rate axis) here")
     stats = ("p50", "p90", "p99")
-    metrics = [f"{m}_{q}_s" for m in ("ttft", "tpot") for q in stats] + ["slo_ttft",
-                                                                         "slo_tpot"]
+    metrics = [f"{m}_{q}_s" for m in ("ttft", "tpot") for q in stats] + [
+        "slo_ttft", "slo_tpot", *KV_FIT_COLUMNS]
     chart_slice = _serving_slice(frame, {"gpu": 6, "model": 6, "workload": 8, "policy": 3,
                                      "rate": 32}, metrics, fixed=fixed, axes=axes, grid=grid,
                              rows_per_point=len(metrics), menus=(*SLO_AXES, *SERVING_MENUS))
-    data = chart_slice.data
+    data = with_batch_fit(pl, chart_slice.data, chart_slice.fixed)
     keys = [c for c in ("gpu", "model", "workload", "policy", "rate", *chart_slice.menus)
             if c in data.columns]
-    long = pl.concat([data.select(*keys, metric=pl.lit(m.upper()), percentile=pl.lit(q),
+    long = pl.concat([data.select(*keys, "fits", "memory", metric=pl.lit(m.upper()),
+                                  percentile=pl.lit(q),
                                   seconds=pl.col(f"{m}_{q}_s"))
                       for m in ("ttft", "tpot") for q in stats]).filter(
         positive(pl, "rate", "seconds"))
@@ -167,25 +198,24 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
     tooltip = [alt.Tooltip("policy:N"), alt.Tooltip("rate:Q", title="rate (req/s)",
                                                     format=",.3~g"),
                alt.Tooltip("metric:N"), alt.Tooltip("percentile:N"),
-               alt.Tooltip("seconds:Q", title="seconds", format=",.4~g")]
+               alt.Tooltip("seconds:Q", title="seconds", format=",.4~g"),
+               alt.Tooltip("memory:N", title="KV cache")]
 
     def panel(metric: str, params: list):
         base = only_chosen(alt, alt.Chart(long), dropdowns).transform_filter(
             alt.datum.metric == metric)
-        line = base.mark_line(point=True).encode(
+        line = _fitting_lines(
+            alt, base, "seconds", f"{metric.lower()}_lines", pick,
             x=alt.X("rate:Q", title="Arrival rate (requests/s)", scale=alt.Scale(type="log")),
-            y=alt.Y("seconds:Q", scale=alt.Scale(type="log"), title=f"{metric} (s)",
+            y=alt.Y("shown:Q", scale=alt.Scale(type="log"), title=f"{metric} (s)",
                     axis=alt.Axis(format="~g")),
             color=alt.Color("policy:N", title="Policy",
                             scale=palette(alt, sorted(long["policy"].unique()))),
             strokeDash=alt.StrokeDash("percentile:N", title="Percentile",
                                       scale=alt.Scale(domain=list(PERCENTILE_DASHES),
                                                       range=list(PERCENTILE_DASHES.values()))),
-            opacity=highlight(alt, pick), tooltip=tooltip)
-        if params:
-            line = line.add_params(*params)
-        line = line.properties(name=f"{metric.lower()}_lines")
-        layers = [line]
+            tooltip=tooltip)
+        layers = [line.add_params(*params) if params else line]
         if not slos.is_empty():
             layers.append(only_chosen(alt, alt.Chart(slos), [
                 d for d in dropdowns if d.name.removesuffix("_choice") in slos.columns]
@@ -200,7 +230,7 @@ def latency_vs_rate_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
     return alt.hconcat(panel("TTFT", [pick, *dropdowns]), panel("TPOT", [])).properties(
         title=title_params(alt, title, chart_slice,
                            f"solid p50, dashed p90, dotted p99; both axes logarithmic; "
-                           f"{slo_note}", grid=grid))
+                           f"{slo_note}", *_kv_note(long), grid=grid))
 
 
 def _slo_rows(pl, chart_slice: ChartSlice, keys: Sequence[str]):
@@ -238,46 +268,55 @@ def itl_spike_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
     held = {key: value for key, value in (fixed or {}).items() if key != "policy"}
     chart_slice = _serving_slice(frame, {"gpu": 6, "model": 6, "policy": 3, "workload": 8,
                                      "input_tokens": 8, "token_budget": 24},
-                             ["itl_max_s", "itl_p50_s", "itl_p99_s"], fixed=held, axes=axes, grid=grid)
+                             ["itl_max_s", "itl_p50_s", "itl_p99_s", *KV_FIT_COLUMNS],
+                             fixed=held, axes=axes, grid=grid)
     present = chart_slice.data.columns
-    data = chart_slice.data.with_columns(
+    data = with_batch_fit(pl, chart_slice.data, chart_slice.fixed).with_columns(
         prompts=_label(pl, "workload", "input_tokens", present=present)).filter(
         positive(pl, "itl_max_s"))
     chunked = data.filter((pl.col("policy") == "chunked") & (pl.col("token_budget") > 0))
     if chunked.is_empty():
         return note_chart(alt, title, "no chunked simulations with a token budget here")
     keys = [c for c in ("gpu", "model", "prompts") if c in data.columns]
+    # the unchunked gap; where its max batch does not fit, cut (as the lines are) to the
+    # longest chunked gap that fits, so that it never stretches the axis
+    cap = chunked.filter("fits").group_by(keys).agg(cap=pl.col("itl_max_s").max())
     whole = data.filter(pl.col("policy") == "continuous").group_by(keys).agg(
-        pl.col("itl_max_s").max())
+        pl.col("itl_max_s").max(), pl.col("fits").all(), pl.col("memory").first()).join(
+        cap, on=keys, how="left").with_columns(shown=pl.when(
+            pl.col("fits") | pl.col("cap").is_null()).then(pl.col("itl_max_s")).otherwise(
+            pl.min_horizontal("itl_max_s", "cap"))).drop("cap")
     dropdowns = dropdown_params(alt, chart_slice, "gpu", "model")
     pick = legend_selection(alt, "prompts")
     color = alt.Color("prompts:N", title="Prompt lengths",
                       scale=palette(alt, sorted(data["prompts"].unique())))
-    y = alt.Y("itl_max_s:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~g"),
+    y = alt.Y("shown:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~g"),
               title="Longest gap between two tokens (s)")
     tooltip = [alt.Tooltip("prompts:N", title="prompts"),
                alt.Tooltip("token_budget:Q", title="token budget", format=","),
                alt.Tooltip("itl_max_s:Q", title="longest gap (s)", format=",.4~g"),
                alt.Tooltip("itl_p99_s:Q", title="ITL p99 (s)", format=",.4~g"),
-               alt.Tooltip("itl_p50_s:Q", title="ITL p50 (s)", format=",.4~g")]
-    lines = only_chosen(alt, alt.Chart(chunked), dropdowns).mark_line(point=True).encode(
+               alt.Tooltip("itl_p50_s:Q", title="ITL p50 (s)", format=",.4~g"),
+               alt.Tooltip("memory:N", title="KV cache")]
+    layers = [_fitting_lines(
+        alt, only_chosen(alt, alt.Chart(chunked), dropdowns), "itl_max_s", "chunked", pick,
         x=alt.X("token_budget:Q", scale=alt.Scale(type="log", base=2),
                 axis=alt.Axis(format=","), title="Chunked token budget (tokens per step)"),
-        y=y, color=color, opacity=highlight(alt, pick), tooltip=tooltip).add_params(
-        pick, *dropdowns).properties(name="chunked")
-    layers = [lines]
+        y=y, color=color, tooltip=tooltip).add_params(pick, *dropdowns)]
     if not whole.is_empty():
         layers.append(only_chosen(alt, alt.Chart(whole), dropdowns).mark_rule(
             strokeDash=[6, 4]).encode(
-            y="itl_max_s:Q", color=color, opacity=highlight(alt, pick),
+            y="shown:Q", color=alt.condition("datum.fits", color, alt.value(INFEASIBLE)),
+            opacity=highlight(alt, pick),
             tooltip=[alt.Tooltip("prompts:N", title="prompts"),
                      alt.Tooltip("itl_max_s:Q", title="unchunked longest gap (s)",
-                                 format=",.4~g")]).properties(name="unchunked"))
+                                 format=",.4~g"),
+                     alt.Tooltip("memory:N", title="KV cache")]).properties(name="unchunked"))
     return alt.layer(*layers).properties(
         width=WIDTH, height=HEIGHT,
         title=title_params(alt, title, chart_slice,
                      "lines: chunked prefill; dashed rules: whole prompts (continuous "
-                     "batching), the stall chunking removes", grid=grid))
+                     "batching), the stall chunking removes", *_kv_note(data), grid=grid))
 
 
 def _optimize_slice(frame: Frame, fixed, axes, metrics: Sequence[str], grid) -> ChartSlice:
@@ -450,9 +489,9 @@ def ttft_vs_cache_capacity_chart(frame: Frame, *, fixed: Mapping[str, Any] | Non
     chart_slice = _serving_slice(
         frame, {"gpu": 6, "model": 6, "workload": 8, "policy": 3, "cpu_tier_gb": 4,
                 "ssd_tier_gb": 4, "cache_capacity_gb": 32},
-        ["ttft_p90_s", "ttft_p50_s", "tpot_p90_s", "prefix_hit_rate"], fixed=fixed, axes=axes,
-        grid=grid, menus=SERVING_MENUS)
-    data = chart_slice.data
+        ["ttft_p90_s", "ttft_p50_s", "tpot_p90_s", "prefix_hit_rate", *KV_FIT_COLUMNS],
+        fixed=fixed, axes=axes, grid=grid, menus=SERVING_MENUS)
+    data = with_batch_fit(pl, chart_slice.data, chart_slice.fixed)
     present = data.columns
     below = [pl.when(pl.col(column) > 0).then(pl.format(f"{name} {{}} GB",
                                                         pl.col(column).round(1)))
@@ -474,17 +513,18 @@ def ttft_vs_cache_capacity_chart(frame: Frame, *, fixed: Mapping[str, Any] | Non
                alt.Tooltip("ttft_p90_s:Q", title="TTFT p90 (s)", format=",.4~g"),
                alt.Tooltip("ttft_p50_s:Q", title="TTFT p50 (s)", format=",.4~g"),
                alt.Tooltip("tpot_p90_s:Q", title="TPOT p90 (s)", format=",.4~g"),
-               alt.Tooltip("prefix_hit_rate:Q", title="prefill tokens cached", format=".1%")]
-    lines = only_chosen(alt, alt.Chart(data), dropdowns).mark_line(point=True).encode(
+               alt.Tooltip("prefix_hit_rate:Q", title="prefill tokens cached", format=".1%"),
+               alt.Tooltip("memory:N", title="KV cache")]
+    lines = _fitting_lines(
+        alt, only_chosen(alt, alt.Chart(data), dropdowns), "ttft_p90_s", "ttft_lines", pick,
         x=alt.X("cache_capacity_gb:Q", title="HBM for the prefix cache (GB per GPU)",
                 scale=alt.Scale(type="symlog")),
-        y=alt.Y("ttft_p90_s:Q", title="TTFT p90 (s)", scale=alt.Scale(type="log"),
+        y=alt.Y("shown:Q", title="TTFT p90 (s)", scale=alt.Scale(type="log"),
                 axis=alt.Axis(format="~g")),
         color=alt.Color("policy:N", title="Policy",
                         scale=palette(alt, sorted(data["policy"].unique()))),
         strokeDash=alt.StrokeDash("tiers:N", title="Tiers below HBM"),
-        detail="tiers:N", opacity=highlight(alt, pick), tooltip=tooltip,
-    ).add_params(pick, *dropdowns).properties(name="ttft_lines")
+        detail="tiers:N", tooltip=tooltip).add_params(pick, *dropdowns)
     return lines.properties(width=WIDTH, height=HEIGHT, title=title_params(
         alt, title, chart_slice, "capacity 0: no HBM cache (lower tiers still hold blocks); "
-        "TTFT axis logarithmic"))
+        "TTFT axis logarithmic", *_kv_note(data)))

@@ -94,7 +94,7 @@ DEFAULT_GPU = "h100-sxm"  # as `sweep point`
 DEFAULT_MODEL = "llama-3-8b"
 # Bump when a formula of the core or of an evaluator changes what a point's row holds:
 # it is part of every spec hash, so results of the old formulas are never resumed into.
-MODEL_VERSION = 1
+MODEL_VERSION = 2  # 2: simulate rows gained kv_free_bytes, sequence_tokens_mean, kv_sequences
 MAX_AXIS_VALUES = 1 << 20  # values of one axis: ~40 MB as Python numbers
 
 # Value kinds: how a parameter's values are checked, and the type of its parquet column.

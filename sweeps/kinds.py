@@ -23,7 +23,11 @@ Rows (the column contract; `sweep chart` and the TUI read them):
   `load_stall_s`; 0 hits without a cache); with
   `requests` as the parameter and its `output_tokens` as `total_output_tokens`, plus `itl_max_s` (the longest gap between two tokens of a
   request), `static_occupancy` (E[L] / E[max of B] of the output law, exact) and
-  `harmonic_occupancy` (1/H_B, the exponential law's).
+  `harmonic_occupancy` (1/H_B, the exponential law's); and what the KV cache holds:
+  `kv_free_bytes` (the KV capacity in bytes, per GPU), `sequence_tokens_mean` (the mean
+  prompt + output tokens of the point's requests: what `reserve` admission holds per
+  request) and `kv_sequences` (the requests of that mean length the KV holds at once; a
+  max batch above it is never reached).
 - optimize: `rooftui.sweeps.optimize.candidate_columns`: status, reason, the sustained
   rate and the metrics there, the capacity, and the analytic pass's numbers.
 
@@ -341,6 +345,9 @@ class SimulateSweep(ServingSweep):
             names += ["slo_attainment", "goodput_tokens_per_s"]
         for name in names:
             self.column_types[name] = np.dtype(np.float64)
+        self.column_types |= {"kv_free_bytes": np.dtype(np.float64),
+                              "sequence_tokens_mean": np.dtype(np.float64),
+                              "kv_sequences": np.dtype(np.int64)}
 
     def scheduler(self, values: dict[str, Any]) -> SchedulerConfig:
         policy = values["policy"]
@@ -477,7 +484,17 @@ class SimulateSweep(ServingSweep):
                 row[name] = summary[name]
         if "prefix_hit_rate" in self.column_types:
             row |= _prefix_columns(simulation)
-        return row
+        return row | _kv_columns(self.costs(values), requests)
+
+
+def _kv_columns(costs: StepCosts, requests) -> dict[str, Any]:
+    """What the KV cache holds: its bytes, the requests' mean sequence (prompt + output
+    tokens) and how many sequences of that length it holds at once (the charts mark a max
+    batch above it)."""
+    mean = float(np.mean(requests.input_tokens + requests.output_tokens))
+    return {"kv_free_bytes": costs.kv_capacity_tokens * costs.kv_bytes_per_token,
+            "sequence_tokens_mean": mean,
+            "kv_sequences": int(costs.kv_capacity_tokens // mean)}
 
 
 def _prefix_columns(simulation) -> dict[str, Any]:

@@ -1,0 +1,165 @@
+"""Serving charts that say when a max batch cannot be reached (issue 15, item 2): simulate
+rows carry what the KV cache holds (`kv_free_bytes`, `sequence_tokens_mean`,
+`kv_sequences`); a max batch above the sequences that fit is drawn hollow (and grey on lines),
+its reason in the tooltip, and kept off the value axes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import altair as alt
+import polars as pl
+import pytest
+
+from rooftui.sweeps import charts
+from rooftui.sweeps.chart_marks import INFEASIBLE, with_batch_fit
+from rooftui.sweeps.results import read_manifest, scan_results
+from tests.conftest import run_sweep
+from tests.functional.browser_helpers import render_in_browser
+from tests.functional.test_chart_truth import CHOOSE, layers, params, rows
+
+# Llama-3-8B (the default model) on one 48 GB L40S: ~32 GB of KV after the weights, at
+# 128 KiB a token ~243 k tokens, so 78 requests of 3,000 + 100 tokens; max batch 128
+# asks for more than that, 16 does not.
+GRID = """
+name = "kv-fit"
+kind = "simulate"
+[fixed]
+gpu = "l40s"
+requests = 120
+input_tokens = "fixed:3000"
+output_tokens = "fixed:100"
+arrival = "poisson"
+[axes]
+policy = ["continuous", "chunked"]
+max_batch = [16, 128]
+token_budget = [256, 1024]
+rate = [2.0, 8.0]
+"""
+REASON = "max batch 128 > 78 sequences fit in 32 GB free KV at 3,100 tokens"
+CHARTS = ("occupancy_vs_batch", "latency_vs_rate", "itl_spike")
+
+
+@pytest.fixture(scope="module")
+def result_dir(tmp_path_factory) -> Path:
+    grid = tmp_path_factory.mktemp("kv-fit") / "grid.toml"
+    grid.write_text(GRID)
+    run_sweep("run", grid, "--out", grid.with_name("out"), "--no-charts")
+    return grid.with_name("out")
+
+
+@pytest.fixture(scope="module")
+def made(result_dir) -> dict[str, dict]:
+    """The charts' specs; the ITL chart (which holds the max batch, at 16) held at 128."""
+    held = {"itl_spike": {"max_batch": 128}}
+    kwargs = {"axes": charts.declared_axes(read_manifest(result_dir)),
+              "grid": read_manifest(result_dir)}
+    with alt.data_transformers.disable_max_rows():
+        return {name: charts.CHARTS[name](scan_results(result_dir), fixed=held.get(name),
+                                          **kwargs).to_dict() for name in CHARTS}
+
+
+def test_rows_say_how_many_sequences_the_kv_cache_holds(result_dir):
+    """kv_sequences is the capacity over the mean sequence, and a simulation with fixed
+    lengths and `reserve` admission never runs more sequences than that at once."""
+    data = scan_results(result_dir).collect()
+    assert set(data["sequence_tokens_mean"]) == {3100.0}
+    assert (data["kv_sequences"] == data["kv_capacity_tokens"] // 3100).all()
+    assert set(data["kv_sequences"]) == {78}
+    per_token = data["kv_free_bytes"] / data["kv_capacity_tokens"]
+    assert per_token.to_list() == pytest.approx([128 * 1024] * data.height)  # 32 layers
+    assert (data["mean_batch"] <= data["kv_sequences"]).all()
+    over = data.filter(pl.col("max_batch") == 128)
+    assert (over["mean_batch"] < 128).all()  # what the chart says: 128 is never reached
+
+
+def test_the_reason_names_the_batch_the_sequences_and_the_free_kv():
+    data = pl.DataFrame({"max_batch": [256, 64], "kv_sequences": [119, 119],
+                         "kv_free_bytes": [65.2e9, 65.2e9],
+                         "sequence_tokens_mean": [4096.0, 4096.0]})
+    marked = with_batch_fit(pl, data, {})
+    assert marked["fits"].to_list() == [False, True]
+    assert marked["memory"].to_list() == [
+        "max batch 256 > 119 sequences fit in 65 GB free KV at 4,096 tokens",
+        "fits: max batch 64 ≤ 119 sequences fit in 65 GB free KV at 4,096 tokens"]
+    older = with_batch_fit(pl, data.drop("kv_sequences"), {})  # a folder without them
+    assert older["fits"].all() and set(older["memory"]) == {""}
+    held = with_batch_fit(pl, data.drop("max_batch"), {"max_batch": 256})  # held, no column
+    assert held["fits"].to_list() == [False, False]
+
+
+def marks(spec: dict) -> dict[str, dict]:
+    """A spec's unit layers by name (altair numbers them in a concatenation)."""
+    return {re.sub(r"_\d+$", "", node.get("name", "")): node for node in layers(spec)}
+
+
+def test_a_max_batch_the_kv_cannot_hold_has_its_own_mark_and_reason(made):
+    """Its points hollow (occupancy) or its lines grey (latency, ITL), in the layer of
+    the rows that fit (a layer of its own would be empty, and Vega warn, whenever the
+    menus show none); the reason is every such row's tooltip."""
+    for name, spec in made.items():
+        drawn = [r for r in rows(spec) if "fits" in r and "max_batch" in r]
+        assert drawn and not all(r["fits"] for r in drawn), name
+        for row in drawn:
+            assert row["fits"] is (row["max_batch"] <= 78), name
+            assert row["memory"] == REASON if not row["fits"] else row["memory"].startswith(
+                "fits: max batch 16 ≤ 78 sequences"), name
+        assert "grey (points: hollow): a max batch above" in " ".join(
+            spec["title"]["subtitle"]), name
+    dots = marks(made["occupancy_vs_batch"])["simulated"]
+    assert dots["mark"]["filled"] is False  # the outline in its colour, the fill...
+    assert dots["encoding"]["fill"]["condition"]["test"] == "datum.fits"
+    assert dots["encoding"]["fill"]["value"] == "white"  # ...white when it does not fit
+    for name, layer in (("latency_vs_rate", "ttft_lines"), ("latency_vs_rate", "tpot_lines"),
+                        ("itl_spike", "chunked")):
+        node = marks(made[name])[layer]
+        color = node["encoding"]["color"]
+        assert color["condition"]["test"] == "datum.fits", (name, layer)
+        assert color["value"] == INFEASIBLE, (name, layer)
+        assert {"field": "memory", "title": "KV cache", "type": "nominal"} in node[
+            "encoding"]["tooltip"], (name, layer)
+
+
+def test_a_max_batch_the_kv_cannot_hold_never_sets_the_value_axis(made):
+    """Lines draw "shown": the value where the row fits, else cut to the highest of the
+    rows that fit; the occupancy axis is 0 to 100 % whatever the rows."""
+    for name, layer in (("latency_vs_rate", "ttft_lines"), ("latency_vs_rate", "tpot_lines"),
+                        ("itl_spike", "chunked")):
+        node = marks(made[name])[layer]
+        assert node["encoding"]["y"]["field"] == "shown", (name, layer)
+        assert "datum.fits || !isValid" in json.dumps(node["transform"]), (name, layer)
+    rule = marks(made["itl_spike"])["unchunked"]["encoding"]
+    assert rule["y"]["field"] == "shown" and rule["color"]["value"] == INFEASIBLE
+    unchunked = [r for r in rows(made["itl_spike"]) if "shown" in r]
+    assert unchunked and all(r["memory"] == REASON and r["fits"] is False for r in unchunked)
+    dots = marks(made["occupancy_vs_batch"])["simulated"]
+    assert dots["encoding"]["y"]["scale"]["domain"] == [0, 1]
+
+
+def test_the_max_batch_menu_offers_the_batch_that_does_not_fit(made):
+    menu = params(made["latency_vs_rate"])["max_batch_choice"]
+    assert menu["bind"]["options"] == [16, 128]
+
+
+@pytest.mark.browser
+def test_a_tooltip_says_why_a_max_batch_is_never_reached(result_dir, tmp_path):
+    written = charts.render_charts(result_dir, only=list(CHARTS))
+    occupancy = render_in_browser(result_dir / "charts" / "occupancy_vs_batch.html",
+                                  tmp_path / "occupancy")
+    assert occupancy.errors == [] and occupancy.warnings == [] and occupancy.requests == []
+    dots = occupancy.labels["simulated"]
+    assert any(REASON in label for label in dots)
+    assert all(("max batch: 128" in label) == (REASON in label) for label in dots)
+    html = next(path for path in written if path.stem == "latency_vs_rate")
+    opened = render_in_browser(html, tmp_path / "opened")  # max batch 16: every row fits
+    chosen = render_in_browser(html, tmp_path / "latency", script=CHOOSE % (
+        "max_batch_choice", json.dumps("128")))
+    for page in (opened, chosen):
+        assert page.errors == [] and page.warnings == [] and page.requests == []
+    assert not any("max batch 128 >" in label for values in opened.labels.values()
+                   for label in values)
+    lines = [label for key, values in chosen.labels.items() if key.startswith("ttft_lines")
+             for label in values]
+    assert lines and all(REASON in label for label in lines)
