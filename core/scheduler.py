@@ -55,7 +55,7 @@ import math
 from array import array
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -129,6 +129,9 @@ class Simulation:
     kv_capacity_tokens: int
     arrival_s: np.ndarray | None = None  # realised arrivals, when turns wait for others
     prefix_cache: dict | None = None  # ServingCache.summary, when the cache is on
+    # the client's delay per request outside the engine (the profile's request_overhead_s:
+    # HTTP, tokenisation, detokenisation, streaming), added to its TTFT and E2E
+    front_end_s: float = 0.0
 
     @property
     def arrivals(self) -> np.ndarray:
@@ -183,11 +186,14 @@ def simulate(inputs: StepInputs, assumptions: Assumptions, config: SchedulerConf
         if caching or waits:
             raise SpecError("prefix caching and think-time sessions are simulated with "
                             "--policy continuous or chunked")
-        return _run_static(costs, config, requests)
-    cache = ServingCache(prefix_cache, sessions.blocks(config.block_size),
-                         requests.input_tokens.tolist(), costs.kv_bytes_per_token,
-                         gpu_key) if caching else None
-    return _run_dynamic(costs, config, requests, cache, sessions if waits else None)
+        simulation = _run_static(costs, config, requests)
+    else:
+        cache = ServingCache(prefix_cache, sessions.blocks(config.block_size),
+                             requests.input_tokens.tolist(), costs.kv_bytes_per_token,
+                             gpu_key) if caching else None
+        simulation = _run_dynamic(costs, config, requests, cache, sessions if waits else None)
+    front_end = assumptions.efficiency.request_overhead_s
+    return replace(simulation, front_end_s=front_end) if front_end else simulation
 
 
 def _static_batches(costs: StepCosts, inputs: np.ndarray, outputs: np.ndarray,
@@ -668,13 +674,15 @@ def _statistics(values: np.ndarray, weights: np.ndarray | None = None) -> dict |
 
 
 def request_metrics(simulation: Simulation) -> dict[str, np.ndarray]:
-    """Per-request TTFT, TPOT, E2E (seconds); TPOT is NaN for one-token outputs."""
+    """Per-request TTFT, TPOT, E2E (seconds) as the client sees them (the front end's
+    delay on TTFT and E2E); TPOT is NaN for one-token outputs."""
     requests = simulation.requests
     ttft = simulation.first_token_s - simulation.arrivals
     e2e = simulation.finish_s - simulation.arrivals
     later = requests.output_tokens - 1
     with np.errstate(divide="ignore", invalid="ignore"):
-        tpot = np.where(later > 0, (e2e - ttft) / later, np.nan)
+        tpot = np.where(later > 0, (e2e - ttft) / later, np.nan)  # the engine's token pace
+    ttft, e2e = ttft + simulation.front_end_s, e2e + simulation.front_end_s
     return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e}
 
 

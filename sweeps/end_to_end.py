@@ -331,13 +331,11 @@ def _statistics(values: np.ndarray) -> dict | None:
             **{f"p{q}": float(np.percentile(values, q)) for q in PERCENTILES}}
 
 
-def client_metrics(simulation, scored: np.ndarray, request_overhead_s: float) -> dict:
-    """TTFT, TPOT and E2E statistics of the scored requests as the client sees them:
-    the engine's plus the front end's `request_overhead_s` on TTFT and E2E."""
+def client_metrics(simulation, scored: np.ndarray) -> dict:
+    """TTFT, TPOT and E2E statistics of the scored requests as the client sees them (the
+    simulation's front end included: `core.scheduler.request_metrics`)."""
     per_request = request_metrics(simulation)
-    return {"ttft_s": _statistics(per_request["ttft_s"][scored] + request_overhead_s),
-            "tpot_s": _statistics(per_request["tpot_s"][scored]),
-            "e2e_s": _statistics(per_request["e2e_s"][scored] + request_overhead_s)}
+    return {key: _statistics(per_request[key][scored]) for key in ("ttft_s", "tpot_s", "e2e_s")}
 
 
 def replay_run(run: Run, target: Target, assumptions: Assumptions,
@@ -358,21 +356,23 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
 
     def run_with(spread_s: float):
         requests, sessions = run_requests(run, think_s=front_end, spread_s=spread_s)
-        return simulate(inputs, config.assumptions, scheduler, requests, sessions=sessions,
-                        gpu_key=config.gpu.key)
+        simulation = simulate(inputs, config.assumptions, scheduler, requests,
+                              sessions=sessions, gpu_key=config.gpu.key)
+        # a static batch's times are the engine's own (module doc): no front end
+        return replace(simulation, front_end_s=front_end)
 
     simulation = run_with(0.0)
     stagger = closed_loop(run) and not static and (
         not defaults.clients_in_step if scheduling.stagger is None else scheduling.stagger)
     if stagger:
         # the clients out of step (module doc): slots start over one request's cycle
-        cycle = float(np.mean(request_metrics(simulation)["e2e_s"])) + front_end
+        cycle = float(np.mean(request_metrics(simulation)["e2e_s"]))
         simulation = run_with(cycle)
     ttft_slope, tpot_slope = _slopes(simulation, scored)
     report = summarize(simulation)
     predicted = {key: report[key] for key in ("itl_s", "duration_s", "preemptions",
                                               "mean_batch")}
-    predicted.update(client_metrics(simulation, scored, front_end))
+    predicted.update(client_metrics(simulation, scored))
     predicted["output_throughput"] = report["throughput_tokens_per_s"]
     predicted["request_throughput"] = report["request_throughput"]
     # all at once (static, or lockstep without a front end): the steps' order is fixed

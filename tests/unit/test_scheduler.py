@@ -14,6 +14,7 @@ from rooftui.core import scheduler
 from rooftui.core.arrivals import parse_arrivals
 from rooftui.core.assumptions import Assumptions, load_profile
 from rooftui.core.closed_forms import harmonic
+from rooftui.core.efficiency import Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.lengths import parse_distribution
@@ -463,3 +464,29 @@ def test_costs_refuse_a_core_they_cannot_reproduce(monkeypatch):
     config = point_config()
     with pytest.raises(RuntimeError, match="no longer reproduces evaluate_step"):
         StepCosts(config.step_inputs(), Assumptions(), 16)
+
+
+@pytest.mark.parametrize("policy", ["static", "continuous", "chunked"])
+@settings(max_examples=10, deadline=None)
+@given(front_end=st.floats(1e-4, 2.0), rate=st.floats(0.5, 50.0))
+def test_the_front_end_shifts_ttft_and_e2e_by_itself_and_nothing_else(policy, front_end, rate):
+    """A profile's request_overhead_s is the client's delay outside the engine: each
+    request's TTFT and E2E move by exactly it (an SLO is judged on the moved TTFT); the
+    steps, TPOT, ITL and throughput are the engine's, unchanged."""
+    base = point_config()
+    delayed = base.with_changes(assumptions=base.assumptions.with_overrides(
+        efficiency=Efficiency(request_overhead_s=front_end)))
+    requests = workload("fixed:300", "exp:mean=40").requests(
+        60, parse_arrivals(f"poisson:rate={rate}"), 7)
+    budget = None if policy == "static" else 256
+    at_zero, moved = (run(config, requests, policy=policy, max_batch=16, token_budget=budget)
+                      for config in (base, delayed))
+    zero, shifted = request_metrics(at_zero), request_metrics(moved)
+    for key in ("ttft_s", "e2e_s"):
+        np.testing.assert_array_equal(shifted[key], zero[key] + front_end)
+    np.testing.assert_array_equal(shifted["tpot_s"], zero["tpot_s"])
+    for name, column in at_zero.steps.items():
+        np.testing.assert_array_equal(moved.steps[name], column)
+    slo = float(np.median(zero["ttft_s"])) + front_end / 2
+    assert summarize(moved, slo_ttft=slo)["slo_attainment"] == pytest.approx(
+        float(np.mean(zero["ttft_s"] + front_end <= slo)))
