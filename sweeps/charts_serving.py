@@ -23,6 +23,7 @@ from rooftui.sweeps.chart_marks import (
     only_chosen,
     palette,
     title_params,
+    when_fits,
     with_batch_fit,
 )
 from rooftui.sweeps.chart_slices import SERVING_AXES, ChartSlice, positive, take_slice
@@ -125,8 +126,7 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
     dots = only_chosen(alt, alt.Chart(data), dropdowns).mark_point(
         size=60, filled=False, strokeWidth=1.5).encode(
         x=x, y=y, color=color, opacity=highlight(alt, pick), tooltip=tooltip,
-        fill=alt.condition("datum.fits", alt.Fill("distribution:N", legend=None,
-                                                  scale=lengths), alt.value("white")),
+        fill=when_fits(alt, alt.Fill("distribution:N", legend=None, scale=lengths), "white"),
         shape=alt.Shape("policy:N", title="Policy")).properties(name="simulated")
     # drawn last, thin and black: the exponential law's own line would hide it
     reference = alt.Chart(harmonic).mark_line(strokeDash=[6, 4], color="#000",
@@ -158,7 +158,7 @@ def _fitting_lines(alt, base, field: str, name: str, pick, color, **encoding):
     layer: a layer of its own for the grey rows would be empty (Vega warns) whenever the
     menus show none."""
     return capped(alt, base, field, "shown").mark_line(point=True).encode(
-        color=alt.condition("datum.fits", color, alt.value(INFEASIBLE)),
+        color=when_fits(alt, color, INFEASIBLE),
         opacity=highlight(alt, pick), **encoding).properties(name=name)
 
 
@@ -306,7 +306,7 @@ def itl_spike_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
     if not whole.is_empty():
         layers.append(only_chosen(alt, alt.Chart(whole), dropdowns).mark_rule(
             strokeDash=[6, 4]).encode(
-            y="shown:Q", color=alt.condition("datum.fits", color, alt.value(INFEASIBLE)),
+            y="shown:Q", color=when_fits(alt, color, INFEASIBLE),
             opacity=highlight(alt, pick),
             tooltip=[alt.Tooltip("prompts:N", title="prompts"),
                      alt.Tooltip("itl_max_s:Q", title="unchunked longest gap (s)",
