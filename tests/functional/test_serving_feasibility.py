@@ -163,3 +163,31 @@ def test_a_tooltip_says_why_a_max_batch_is_never_reached(result_dir, tmp_path):
     lines = [label for key, values in chosen.labels.items() if key.startswith("ttft_lines")
              for label in values]
     assert lines and all(REASON in label for label in lines)
+
+
+def test_the_prefix_cache_chart_greys_a_max_batch_the_kv_cannot_hold(tmp_path):
+    """TTFT vs the prefix cache's capacity, max batch a menu: sessions of about 1,200
+    tokens (a prompt with its history, plus output) on an L40S, about 200 at once; 256
+    does not fit."""
+    from tests.functional.test_prefix_cache_grid import GENERATOR
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'name = "prefix-kv"\nkind = "simulate"\n[fixed]\ngpu = "l40s"\n'
+                    f'workload = "{GENERATOR}"\narrival = "poisson"\nrate = 3.0\n'
+                    'requests = 120\nprefix_cache = "lru"\npolicy = "chunked"\n'
+                    'token_budget = 512\n[axes]\nmax_batch = [16, 256]\n'
+                    'cache_capacity_gb = [0.0, 2.0]\n')
+    run_sweep("run", grid, "--out", tmp_path / "out", "--no-charts")
+    frame, manifest = scan_results(tmp_path / "out"), read_manifest(tmp_path / "out")
+    spec = charts.ttft_vs_cache_capacity_chart(
+        frame, axes=charts.declared_axes(manifest), grid=manifest).to_dict()
+    assert params(spec)["max_batch_choice"]["bind"]["options"] == [16, 256]
+    data = frame.collect()
+    held, tokens = data["kv_sequences"][0], round(data["sequence_tokens_mean"][0])
+    assert 16 < held < 256 and set(data["kv_sequences"]) == {held}
+    fit = f"{held:,} sequences fit in 32 GB free KV at {tokens:,} tokens"
+    notes = {(r["max_batch"], r["fits"], r["memory"]) for r in rows(spec) if "fits" in r}
+    assert notes == {(16, True, f"fits: max batch 16 ≤ {fit}"),
+                     (256, False, f"max batch 256 > {fit}")}
+    lines = marks(spec)["ttft_lines"]["encoding"]
+    assert lines["color"]["value"] == INFEASIBLE and lines["y"]["field"] == "shown"
