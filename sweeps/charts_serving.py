@@ -88,7 +88,7 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
         frame, {"gpu": 8, "model": 8, "policy": 3, "workload": 12, "output_tokens": 12,
                 "max_batch": 32},
         ["occupancy", "static_occupancy", "harmonic_occupancy", "mean_batch",
-         *KV_FIT_COLUMNS], fixed=fixed, axes=axes, grid=grid)
+         *KV_FIT_COLUMNS], fixed=fixed, axes=axes, grid=grid, menus=SERVING_MENUS)
     present = chart_slice.data.columns
     data = with_batch_fit(pl, chart_slice.data.filter(pl.col("occupancy").is_not_null()),
                           chart_slice.fixed).with_columns(
@@ -97,10 +97,15 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
         data = data.with_columns(policy=pl.lit("simulated"))
     if data.is_empty():
         return note_chart(alt, title, "no simulation in these results")
-    harmonic = data.select("max_batch", "harmonic_occupancy").unique().sort("max_batch")
-    analytic = data.select(*(c for c in ("gpu", "model") if c in present), "distribution",
-                           "max_batch", "static_occupancy").unique().sort("max_batch")
-    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model")
+    # the lines and the reference keep the menus' columns: a menu redraws them with the
+    # points, over the max batches its rows have
+    chosen = [c for c in ("gpu", "model", *chart_slice.menu_columns) if c in present]
+    harmonic = data.select(*chosen, "max_batch", "harmonic_occupancy").unique().sort(
+        "max_batch")
+    analytic = data.select(*chosen, "distribution", "max_batch",
+                           "static_occupancy").unique().sort("max_batch")
+    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model") + menu_params(
+        alt, chart_slice)
     pick = legend_selection(alt, "distribution")
     x = alt.X("max_batch:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format=","),
               title="Max batch (slots)")
@@ -129,8 +134,8 @@ def occupancy_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = 
         fill=when_fits(alt, alt.Fill("distribution:N", legend=None, scale=lengths), "white"),
         shape=alt.Shape("policy:N", title="Policy")).properties(name="simulated")
     # drawn last, thin and black: the exponential law's own line would hide it
-    reference = alt.Chart(harmonic).mark_line(strokeDash=[6, 4], color="#000",
-                                              strokeWidth=1.5).encode(
+    reference = only_chosen(alt, alt.Chart(harmonic), dropdowns).mark_line(
+        strokeDash=[6, 4], color="#000", strokeWidth=1.5).encode(
         x=x, y="harmonic_occupancy:Q",
         tooltip=[alt.Tooltip("max_batch:Q", title="max batch", format=","),
                  alt.Tooltip("harmonic_occupancy:Q", title="1/H_B", format=".1%")]
@@ -269,7 +274,7 @@ def itl_spike_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
     chart_slice = _serving_slice(frame, {"gpu": 6, "model": 6, "policy": 3, "workload": 8,
                                      "input_tokens": 8, "token_budget": 24},
                              ["itl_max_s", "itl_p50_s", "itl_p99_s", *KV_FIT_COLUMNS],
-                             fixed=held, axes=axes, grid=grid)
+                             fixed=held, axes=axes, grid=grid, menus=SERVING_MENUS)
     present = chart_slice.data.columns
     data = with_batch_fit(pl, chart_slice.data, chart_slice.fixed).with_columns(
         prompts=_label(pl, "workload", "input_tokens", present=present)).filter(
@@ -277,16 +282,19 @@ def itl_spike_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
     chunked = data.filter((pl.col("policy") == "chunked") & (pl.col("token_budget") > 0))
     if chunked.is_empty():
         return note_chart(alt, title, "no chunked simulations with a token budget here")
-    keys = [c for c in ("gpu", "model", "prompts") if c in data.columns]
-    # the unchunked gap; where its max batch does not fit, cut (as the lines are) to the
-    # longest chunked gap that fits, so that it never stretches the axis
+    keys = [c for c in ("gpu", "model", "prompts", *chart_slice.menu_columns)
+            if c in data.columns]
+    # the unchunked gap, one per menu choice (a menu redraws it with the lines); where
+    # its max batch does not fit, cut (as the lines are) to the longest chunked gap that
+    # fits, so that it never stretches the axis
     cap = chunked.filter("fits").group_by(keys).agg(cap=pl.col("itl_max_s").max())
     whole = data.filter(pl.col("policy") == "continuous").group_by(keys).agg(
         pl.col("itl_max_s").max(), pl.col("fits").all(), pl.col("memory").first()).join(
         cap, on=keys, how="left").with_columns(shown=pl.when(
             pl.col("fits") | pl.col("cap").is_null()).then(pl.col("itl_max_s")).otherwise(
             pl.min_horizontal("itl_max_s", "cap"))).drop("cap")
-    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model")
+    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model") + menu_params(
+        alt, chart_slice)
     pick = legend_selection(alt, "prompts")
     color = alt.Color("prompts:N", title="Prompt lengths",
                       scale=palette(alt, sorted(data["prompts"].unique())))

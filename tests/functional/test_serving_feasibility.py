@@ -42,23 +42,31 @@ REASON = "max batch 128 > 78 sequences fit in 32 GB free KV at 3,100 tokens"
 CHARTS = ("occupancy_vs_batch", "latency_vs_rate", "itl_spike")
 
 
-@pytest.fixture(scope="module")
-def result_dir(tmp_path_factory) -> Path:
-    grid = tmp_path_factory.mktemp("kv-fit") / "grid.toml"
-    grid.write_text(GRID)
+def swept(tmp_path_factory, name: str, text: str) -> Path:
+    """The results folder of the simulate grid `text`, run without charts."""
+    grid = tmp_path_factory.mktemp(name) / "grid.toml"
+    grid.write_text(text)
     run_sweep("run", grid, "--out", grid.with_name("out"), "--no-charts")
     return grid.with_name("out")
+
+
+def specs(out: Path, names, held: dict | None = None) -> dict[str, dict]:
+    """The named charts' Vega-Lite specs of a folder, each held at `held`'s values."""
+    kwargs = {"axes": charts.declared_axes(read_manifest(out)), "grid": read_manifest(out)}
+    with alt.data_transformers.disable_max_rows():
+        return {name: charts.CHARTS[name](scan_results(out), fixed=(held or {}).get(name),
+                                          **kwargs).to_dict() for name in names}
+
+
+@pytest.fixture(scope="module")
+def result_dir(tmp_path_factory) -> Path:
+    return swept(tmp_path_factory, "kv-fit", GRID)
 
 
 @pytest.fixture(scope="module")
 def made(result_dir) -> dict[str, dict]:
     """The charts' specs; the ITL chart (which holds the max batch, at 16) held at 128."""
-    held = {"itl_spike": {"max_batch": 128}}
-    kwargs = {"axes": charts.declared_axes(read_manifest(result_dir)),
-              "grid": read_manifest(result_dir)}
-    with alt.data_transformers.disable_max_rows():
-        return {name: charts.CHARTS[name](scan_results(result_dir), fixed=held.get(name),
-                                          **kwargs).to_dict() for name in CHARTS}
+    return specs(result_dir, CHARTS, {"itl_spike": {"max_batch": 128}})
 
 
 def test_rows_say_how_many_sequences_the_kv_cache_holds(result_dir):
@@ -191,3 +199,100 @@ def test_the_prefix_cache_chart_greys_a_max_batch_the_kv_cannot_hold(tmp_path):
                      (256, False, f"max batch 256 > {fit}")}
     lines = marks(spec)["ttft_lines"]["encoding"]
     assert lines["color"]["value"] == INFEASIBLE and lines["y"]["field"] == "shown"
+
+
+# the last two serving charts hold what they do not plot as menus (issue 15, item 3): the
+# occupancy chart plots max batch and holds token budget and TP; the ITL chart plots
+# token budget and holds max batch and TP. At TP 2 each GPU keeps half the weights and
+# half the KV heads: 128 sequences of 3,100 tokens fit.
+MENU_GRID = GRID.replace('rate = [2.0, 8.0]', 'tp = [1, 2]').replace(
+    'arrival = "poisson"', 'arrival = "poisson"\nrate = 4.0')
+PLOTTED = {"occupancy_vs_batch": {"max_batch", "policy"},
+           "itl_spike": {"token_budget", "policy"}}
+
+
+@pytest.fixture(scope="module")
+def menu_dir(tmp_path_factory) -> Path:
+    return swept(tmp_path_factory, "serving-menus", MENU_GRID)
+
+
+@pytest.fixture(scope="module")
+def menu_made(menu_dir) -> dict[str, dict]:
+    return specs(menu_dir, PLOTTED)
+
+
+def test_every_held_axis_of_occupancy_and_itl_has_a_bound_parameter(menu_dir, menu_made):
+    """Each swept axis a chart does not plot is a menu of all its values, and every data
+    set that a menu filters (points, lines, the 1/H_B reference, the unchunked rules)
+    carries its column, so that a choice redraws every layer."""
+    axes = charts.declared_axes(read_manifest(menu_dir))
+    swept = {a: list(v) for d in axes for a, v in d.items() if len(v) > 1}
+    assert set(swept) == {"policy", "max_batch", "token_budget", "tp"}
+    for name, spec in menu_made.items():
+        held = set(swept) - PLOTTED[name]
+        assert held == ({"token_budget", "tp"} if name == "occupancy_vs_batch"
+                        else {"max_batch", "tp"}), name
+        for axis in held:
+            menu = params(spec)[f"{axis}_choice"]
+            assert menu["bind"]["options"] == swept[axis], (name, axis)
+            assert menu["value"] == swept[axis][0], (name, axis)  # min / median of two
+        filtered = [node for node in marks(spec).values()
+                    if any(f"{a}_choice" in json.dumps(node.get("transform", []))
+                           for a in held)]
+        assert {n["name"] for n in filtered} == (
+            {"analytic", "simulated", "harmonic"} if name == "occupancy_vs_batch"
+            else {"chunked", "unchunked"}), name
+        for data in spec["datasets"].values():
+            if "message" not in data[0]:
+                assert all(held <= set(row) for row in data), name
+        assert "menus: " in " ".join(spec["title"]["subtitle"]), name
+
+
+def test_the_menus_keep_the_feasibility_marks(menu_dir, menu_made):
+    """Rows at TP 2 hold 128 sequences; at TP 1 they do not: each row's mark and reason
+    follow its own TP and max batch."""
+    data = scan_results(menu_dir).collect()
+    fit = dict(data.group_by("tp").agg(pl.col("kv_sequences").first()).iter_rows())
+    assert fit[1] == 78 and fit[2] >= 128
+    for name, spec in menu_made.items():
+        drawn = [r for r in rows(spec) if "fits" in r and "tp" in r and "max_batch" in r]
+        assert {(r["tp"], r["max_batch"]) for r in drawn} >= {(1, 16), (2, 16)}, name
+        for row in drawn:
+            assert row["fits"] is (row["max_batch"] <= fit[row["tp"]]), name
+
+
+def menu_pages(menu_dir, tmp_path, name: str, menu: str, value: str):
+    """The chart as it opens and with `menu` set to `value`, neither with a Vega error,
+    warning or request."""
+    html = next(path for path in charts.render_charts(menu_dir, only=[name])
+                if path.stem == name)
+    pages = (render_in_browser(html, tmp_path / f"{name}-opened"),
+             render_in_browser(html, tmp_path / f"{name}-chosen",
+                               script=CHOOSE % (f"{menu}_choice", json.dumps(value))))
+    for page in pages:
+        assert page.errors == [] and page.log_errors == [] and page.warnings == [], name
+        assert page.requests == [], name
+    return pages
+
+
+@pytest.mark.browser
+def test_a_tp_menu_redraws_the_occupancy_chart(menu_dir, tmp_path):
+    """At TP 1 the max batch 128 points are hollow with their reason; chosen TP 2, every
+    point fits, the lines and the 1/H_B reference redrawn."""
+    opened, chosen = menu_pages(menu_dir, tmp_path, "occupancy_vs_batch", "tp", "2")
+    for page in (opened, chosen):
+        assert page.labels["simulated"] and page.labels["analytic"] and page.labels["harmonic"]
+    assert any(REASON in label for label in opened.labels["simulated"])
+    assert not any("max batch 128 >" in label for label in chosen.labels["simulated"])
+    assert any("fits: max batch 128" in label for label in chosen.labels["simulated"])
+
+
+@pytest.mark.browser
+def test_a_max_batch_menu_redraws_the_itl_chart(menu_dir, tmp_path):
+    """The ITL chart opens at max batch 16 (every row fits); chosen 128, its lines carry
+    the reason 128 sequences never run at once."""
+    opened, chosen = menu_pages(menu_dir, tmp_path, "itl_spike", "max_batch", "128")
+    assert opened.labels["chunked"] and not any(
+        "max batch 128 >" in label for label in opened.labels["chunked"])
+    assert chosen.labels["chunked"] and all(REASON in label
+                                            for label in chosen.labels["chunked"])
