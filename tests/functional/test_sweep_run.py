@@ -340,9 +340,11 @@ def _shards(out: Path) -> list[Path]:
 def test_resume_after_kill_matches_an_uninterrupted_run(how, tmp_path):
     grid_path = _resume_grid(tmp_path)
     killed, clean = tmp_path / "killed", tmp_path / "clean"
-    args = ["run", str(grid_path), "--shard-size", "8192", "--no-charts"]
-    process = subprocess.Popen([sys.executable, "-m", "rooftui.sweeps", *args, "--out",
-                                str(killed)], stdout=subprocess.DEVNULL,
+    args = ["run", str(grid_path), "--shard-size", "2048", "--no-charts"]
+    # one worker and small shards: a run of a second or more, so that a test process the
+    # loaded machine leaves unscheduled for a while still finds it running
+    process = subprocess.Popen([sys.executable, "-m", "rooftui.sweeps", *args, "--workers",
+                                "1", "--out", str(killed)], stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None and (
@@ -351,7 +353,7 @@ def test_resume_after_kill_matches_an_uninterrupted_run(how, tmp_path):
     assert process.poll() is None, "the run finished before it could be interrupted"
     os.kill(process.pid, signal.SIGKILL if how == "kill" else signal.SIGINT)
     _, err = process.communicate(timeout=60)
-    total = runner.Layout(load_grid(grid_path).size, 8192).shards
+    total = runner.Layout(load_grid(grid_path).size, 2048).shards
     left = _shards(killed)
     assert 3 <= len(left) < total
     for shard in left:  # nothing a reader could mistake for a result

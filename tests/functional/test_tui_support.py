@@ -13,7 +13,8 @@ from pathlib import Path
 from click.testing import CliRunner
 from rich.console import Console
 from rich.text import Text
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Footer
+from textual.widgets._footer import FooterKey
 from textual.worker import WorkerCancelled
 
 from rooftui.core.point import point_report
@@ -83,6 +84,12 @@ async def wait_for_results(pilot):
         # headings' widths (a snapshot taken then differs from run to run)
         table = screen.query_one(DataTable)
         if table._require_update_dimensions or table.row_count == 0:
+            return False
+        # the footer shows export enabled once the plot sample is in (it rebuilds after
+        # the next refresh: a snapshot taken before shows the key dimmed)
+        footer = screen.query_one(Footer)
+        keys = [key for key in footer.query(FooterKey) if key.key == "e"]
+        if footer._rebuild_pending or not keys or keys[0].has_class("-disabled"):
             return False
         return all(column.content_width >= max(
             (Text(str(cell)).cell_len if not isinstance(cell, Text) else cell.cell_len

@@ -254,7 +254,10 @@ class ResultsScreen(KeyboardScreen):
     def on_results_screen_plot_loaded(self, message: PlotLoaded) -> None:
         if message.generation != self._generation["plot"]:
             return
+        first = self.plot_sample is None
         self.plot_sample = message.sample
+        if first:
+            self.refresh_bindings()  # export is enabled from the first sample on
         _, plot = self.query_one(ResultsControls).choice
         sample = message.sample
         colours = sample[plot.colour].to_list() if plot.colour else None
