@@ -80,10 +80,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rooftui.core import intervals
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.efficiency import Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
+from rooftui.core.intervals import dataset_weights, ratio_bounds
 from rooftui.core.model import Model, load_model, model_from_config
 from rooftui.core.point import PointConfig, evaluate_point
 from rooftui.core.scheduler import (
@@ -553,21 +555,15 @@ def mape(replays: Sequence[Replay], key: str) -> float | None:
 
 def interval_bounds(groups: Sequence[np.ndarray], level: float) -> tuple[float, float]:
     """The (low, high) ratios holding `level` of held-out log ratios, each group weighted
-    equally, clamped to hold the prediction itself (low <= 1 <= high)."""
-    values = np.concatenate(groups)
-    weights = np.concatenate([np.full(g.size, 1.0 / g.size) for g in groups])
-    order = np.argsort(values)
-    cumulative = (np.cumsum(weights[order]) - weights[order] / 2) / weights.sum()
-    low, high = np.interp([(1 - level) / 2, (1 + level) / 2], cumulative, values[order])
-    return min(1.0, round(math.exp(low), 3)), max(1.0, round(math.exp(high), 3))
+    equally (`core.intervals`), to the 3 decimals a profile records."""
+    weights = dataset_weights(np.repeat(np.arange(len(groups)), [g.size for g in groups]))
+    low, high = ratio_bounds(np.concatenate(groups), weights, level)
+    return min(1.0, round(low, 3)), max(1.0, round(high, 3))
 
 
 def coverage(ratios: np.ndarray, bounds: tuple[float, float]) -> float | None:
     """Share of held-out runs whose measured / predicted lies within (low, high)."""
-    if not ratios.size:
-        return None
-    low, high = bounds
-    return float(np.mean((ratios >= math.log(low)) & (ratios <= math.log(high))))
+    return intervals.coverage(ratios, bounds) if ratios.size else None
 
 
 @dataclass
