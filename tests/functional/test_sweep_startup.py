@@ -24,3 +24,15 @@ def test_help_imports_neither_numpy_nor_polars(argv):
                             capture_output=True, text=True, check=True)
     assert "Usage: sweep" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_command_list_shows_each_commands_own_docstring():
+    """`sweep --help` reads each command's docstring from its source without importing
+    it; what it reads must be the help click shows for the imported command."""
+    import inspect
+
+    from rooftui.sweeps import cli
+
+    for name in cli.COMMANDS:
+        command = cli.cli.get_command(None, name)
+        assert cli._docstring(name) == inspect.cleandoc(command.help or "").split("\f")[0], name
