@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from rooftui.core.intervals import Interval
 from rooftui.core.point import PointConfig, point_report
 from rooftui.core.step import evaluate_step
 from rooftui.tui.memory import MemoryUse, memory_use
@@ -36,6 +37,7 @@ class ExplorerFigures:
     report: dict  # the `sweep point --json` object
     curve: ThroughputCurve
     memory: MemoryUse
+    interval: Interval | None  # the profile's (a fitted one's), for the step time
 
 
 def curve_top(batch: int, max_batch: int | None) -> int:
@@ -64,4 +66,5 @@ def compute_figures(settings: ExplorerSettings) -> ExplorerFigures:
         per_user_tokens_per_s=np.broadcast_to(metrics["per_user_tokens_per_s"], batches.shape),
     )
     return ExplorerFigures(settings=settings, report=report, curve=curve,
-                           memory=memory_use(settings, config, report))
+                           memory=memory_use(settings, config, report),
+                           interval=config.assumptions.interval)

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
-from rooftui.core.assumptions import Assumptions, load_profile
+from rooftui.core.assumptions import CALIBRATED, Assumptions, load_profile
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU, load_gpu
 from rooftui.core.model import Model, load_model
@@ -49,9 +49,15 @@ def cached_model(name: str) -> Model:
     return load_model(name)
 
 
+def cached_profile(name: str, gpu: str | None = None) -> Assumptions:
+    """A profile by name; `calibrated` resolves for `gpu` (its kernel profile, or one
+    transferred to it), every other name is the same whatever the GPU."""
+    return _cached_profile(name, gpu if name == CALIBRATED else None)
+
+
 @lru_cache(maxsize=16)
-def cached_profile(name: str) -> Assumptions:
-    return load_profile(name)
+def _cached_profile(name: str, gpu: str | None) -> Assumptions:
+    return load_profile(name, gpu=gpu)
 
 
 @lru_cache(maxsize=16)
@@ -114,7 +120,8 @@ class ExplorerSettings:
             self.gpu, self.model, self.profile, kv_heads=self.kv_heads,
             system=self.system, pp=self.pp, micro_batches=self.micro_batches, dp=self.dp,
             ep=self.ep,
-            draft_model=self.draft_model, loaders=(cached_gpu, cached_model, cached_profile),
+            draft_model=self.draft_model,
+            loaders=(cached_gpu, cached_model, lambda name: cached_profile(name, self.gpu)),
             batch=self.batch, context=self.context, prefill=self.prefill,
             prefill_context=self.prefill_context, weight_dtype=self.weight_dtype,
             kv_dtype=self.kv_dtype, compute_dtype=self.compute_dtype,

@@ -144,7 +144,7 @@ class ExplorerScreen(KeyboardScreen):
             return  # a newer request is on its way
         self.figures = message.figures
         self._catch_up_controls()
-        self.query_one(KeyFigures).show_report(self.figures.report)
+        self.query_one(KeyFigures).show_report(self.figures.report, self.figures.interval)
         self._draw_visible_panels()
         memory = self.figures.memory.warning()
         warnings = "; ".join([*self.figures.report["warnings"], *([memory] if memory else [])])

@@ -26,6 +26,7 @@ from textual.reactive import Reactive
 from textual.widgets import Input, Label, Select, Static
 from textual.widgets.select import InvalidSelectValueError
 
+from rooftui.core.assumptions import CALIBRATED
 from rooftui.core.dtypes import BYTES_PER_ELEMENT
 from rooftui.core.errors import SpecError
 from rooftui.core.point import PointConfig
@@ -56,6 +57,16 @@ def _names(kind: str, key: str) -> Choices:
             (_path_label(kind, current), current)]
         return [(name, name) for name in names] + given
     return choices
+
+
+_shipped_profiles = _names("profiles", "profile")
+
+
+def _profiles(settings: ExplorerSettings) -> list[tuple[str, object]]:
+    """The shipped profiles, then `calibrated`: the GPU's own kernel profile or one
+    transferred to it (`sweep point --profile calibrated`)."""
+    shipped = [choice for choice in _shipped_profiles(settings) if choice[1] != CALIBRATED]
+    return [*shipped, (f"{CALIBRATED} (fitted, for the GPU)", CALIBRATED)]
 
 
 def _path_label(kind: str, path: str) -> str:
@@ -104,7 +115,7 @@ def _profile_value(key: str) -> Callable[[ExplorerSettings], str]:
     """What a blank field means: the profile's value of `key`."""
     def placeholder(settings: ExplorerSettings) -> str:
         try:
-            return f"{getattr(cached_profile(settings.profile), key):g}"
+            return f"{getattr(cached_profile(settings.profile, settings.gpu), key):g}"
         except SpecError:
             return ""
     return placeholder
@@ -147,11 +158,11 @@ CONTROLS: tuple[ControlSpec, ...] = (
                 _kv_heads, depends_on=("model",)),
     ControlSpec("prefill", "prefill", "number", "Prefill tokens in the step (a chunk)"),
     ControlSpec("profile", "profile", "select", "Assumption profile",
-                _names("profiles", "profile")),
+                _profiles),
     ControlSpec("mfu", "MFU", "number", "Fraction of peak FLOP/s (blank: profile's)",
-                blank=True, depends_on=("profile",), placeholder=_profile_value("mfu")),
+                blank=True, depends_on=("profile", "gpu"), placeholder=_profile_value("mfu")),
     ControlSpec("mbu", "MBU", "number", "Fraction of bandwidth (blank: profile's)",
-                blank=True, depends_on=("profile",), placeholder=_profile_value("mbu")),
+                blank=True, depends_on=("profile", "gpu"), placeholder=_profile_value("mbu")),
     ControlSpec("tp", "TP", "number", "GPUs one replica is split over (tensor parallel)"),
     ControlSpec("spec_tokens", "spec tok", "number",
                 "Speculative decoding: tokens drafted per sequence and step"),

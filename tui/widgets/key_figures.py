@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from rooftui.core import units
-from rooftui.core.errors import SpecError
+from rooftui.core.intervals import Interval
 
 
 def _max_batch(report: dict) -> str:
@@ -15,15 +15,9 @@ def _max_batch(report: dict) -> str:
     return f"{report['max_batch']:,}" + ("" if report["fits"] else " (exceeded)")
 
 
-def _step_time(report: dict) -> str:
+def _step_time(report: dict, interval: Interval | None) -> str:
     """The step time, with the profile's interval when it has one (a fitted profile)."""
-    from rooftui.tui.settings import cached_profile
-
     time = units.seconds(report["step_time_s"])
-    try:
-        interval = cached_profile(report["assumptions"]["profile"]).interval
-    except SpecError:  # a profile the Explorer did not load by name (none to show)
-        return time
     bounds = interval.around("step", report["step_time_s"]) if interval else None
     if bounds is None:
         return time
@@ -31,10 +25,10 @@ def _step_time(report: dict) -> str:
             f"{units.seconds(bounds[1])})")
 
 
-def key_figures(report: dict) -> list[tuple[str, str]]:
-    """(label, value with unit) pairs, in reading order."""
+def key_figures(report: dict, interval: Interval | None = None) -> list[tuple[str, str]]:
+    """(label, value with unit) pairs, in reading order; `interval` is the profile's."""
     return [
-        ("step time", _step_time(report)),
+        ("step time", _step_time(report, interval)),
         ("bound", report["bound"]),
         ("ridge", units.intensity(report["ridge"])),
         ("tokens/s", units.rate(report["tokens_per_s"])),
@@ -56,8 +50,8 @@ class KeyFigures(Static):
     Always six rows (fixed in the CSS), laid out here as padded text: an update repaints
     without a layout pass or a table measuring its cells (this runs on every change)."""
 
-    def show_report(self, report: dict) -> None:
-        pairs = key_figures(report)
+    def show_report(self, report: dict, interval: Interval | None = None) -> None:
+        pairs = key_figures(report, interval)
         left, right = pairs[::2], pairs[1::2]
         widths = [max(len(text) for text in column)
                   for side in (left, right) for column in zip(*side, strict=True)]
