@@ -158,7 +158,10 @@ def build_config(params: dict, **step: object) -> PointConfig:
     from rooftui.core.hardware import load_gpu
     from rooftui.core.model import load_model
     from rooftui.core.point import ASSUMPTION_OVERRIDES, named_config
+    from rooftui.core.systems import load_system
 
+    # `calibrated` resolves for the GPU the step runs on: a system brings its own
+    profile_gpu = load_system(params["system"]).gpu if params.get("system") else params["gpu"]
     config = named_config(
         params["gpu"], params["model"], params["profile"], kv_heads=params.get("kv_heads"),
         draft_model=params.get("draft_model"), weight_dtype=params.get("weight_dtype"),
@@ -168,7 +171,7 @@ def build_config(params: dict, **step: object) -> PointConfig:
         price_per_gpu_hour=params.get("price_per_gpu_hour"),
         **{key: params[key] for key in PARALLEL_KEYS if params.get(key) is not None},
         **{key: params.get(key) for key in ASSUMPTION_OVERRIDES}, **step,
-        loaders=(load_gpu, load_model, functools.partial(load_profile, gpu=params["gpu"])))
+        loaders=(load_gpu, load_model, functools.partial(load_profile, gpu=profile_gpu)))
     gpu = config.gpu.with_overrides(
         peak_tflops=params.get("peak_tflops"), bandwidth_tbs=params.get("bandwidth_tbs"),
         memory_gb=params.get("memory_gb"), compute_dtype=config.resolved_compute_dtype)

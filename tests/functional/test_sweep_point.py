@@ -39,6 +39,17 @@ def test_overrides_beat_the_profile():
     assert report["assumptions"]["mfu"] == 0.7 and report["assumptions"]["mbu"] == 0.8
 
 
+def test_calibrated_resolves_for_the_systems_gpu():
+    """A system brings its GPU: `calibrated` is that GPU's profile (the GB200 has no kernel
+    data, so a transferred one), not the default --gpu's."""
+    report = json.loads(sweep_process("point", "--system", "gb200-nvl72", "--profile",
+                                      "calibrated", "--json").stdout)
+    assert report["assumptions"]["profile"].startswith("calibrated (transferred from ")
+    plain = json.loads(sweep_process("point", "--gpu", "gb200", "--profile", "calibrated",
+                                     "--json").stdout)
+    assert report["assumptions"]["profile"] == plain["assumptions"]["profile"]
+
+
 def test_hf_config_json_is_accepted(tmp_path):
     config = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
               "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
