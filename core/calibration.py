@@ -56,6 +56,9 @@ KINDS = ("gemm", "attention_decode", "attention_prefill", "step", "allreduce", "
          *E2E_KINDS)
 KERNEL_KINDS = ("gemm", "copy")  # isolated kernels paying kernel_overhead_s
 ATTENTION_KINDS = ("attention_decode", "attention_prefill")  # paying attention_overhead_s
+# how an isolated op was timed: CUDA events around its eager launch (the default), a
+# CUDA-graph replay, the host's clock around the launch and a synchronize
+TIMERS = ("cuda_events", "cuda_graph", "host_clock")
 # what each kind's rows inform (steps: see `informed_parameters`)
 INFORMS = {
     "gemm": ("gemm_mfu", "gemm_mbu", "gemm_m_half", "kernel_overhead_s"),
@@ -78,7 +81,8 @@ SMOOTHING = 4.0
 PRIOR_WEIGHT = 3e-3
 # typical size of each amount: where a fit starts, and the scale of its log transform
 TYPICAL = {"step_overhead_s": 1e-3, "layer_overhead_s": 1e-5, "kernel_overhead_s": 3e-6,
-           "attention_overhead_s": 1e-5, "gemm_m_half": 16.0, "attention_mfu_half": 256.0,
+           "attention_overhead_s": 1e-5, "launch_overhead_s": 3e-6,
+           "host_timer_overhead_s": 2e-5, "gemm_m_half": 16.0, "attention_mfu_half": 256.0,
            "attention_mbu_half": 64.0, "allreduce_overhead_s": 1e-5,
            "activation_quant_bytes": 3.0}  # bf16 in, 8 bits and a scale out
 # a fitted value this close to a bound is flagged: within 1 % of a fraction's 1 or 0, or
@@ -98,6 +102,8 @@ class Measurements:
     the bytes one copy writes. `dataset` indexes `datasets`. End-to-end rows carry their
     workload: `isl`, `osl` (tokens per request), `concurrency` (0: not closed-loop),
     `request_rate` (requests/s, 0: not given) and `num_prompts` (None: zeros).
+    `timer` says how a row was timed (`TIMERS`; None: zeros, CUDA events around an
+    eager launch, what a kernel benchmark does unless it says otherwise).
     """
 
     kind: np.ndarray
@@ -125,6 +131,7 @@ class Measurements:
     concurrency: np.ndarray | None = None
     request_rate: np.ndarray | None = None
     num_prompts: np.ndarray | None = None
+    timer: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.compute_dtype is None:
@@ -132,7 +139,7 @@ class Measurements:
                                default_compute_dtypes(self.kind, self.dtype))
         if self.expert_dtype is None:
             object.__setattr__(self, "expert_dtype", self.dtype)
-        for name in ("isl", "osl", "concurrency", "request_rate", "num_prompts"):
+        for name in ("isl", "osl", "concurrency", "request_rate", "num_prompts", "timer"):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.zeros(len(self.time_s)))
 
@@ -194,6 +201,8 @@ class RowCosts:
     collectives: np.ndarray  # collective operations, each paying allreduce_overhead_s
     kernels: np.ndarray  # 1 for an isolated GEMM or copy kernel, else 0
     attention_ops: np.ndarray  # 1 for an isolated attention op, else 0
+    launched_ops: np.ndarray  # 1 for an isolated op launched eagerly (no CUDA graph)
+    host_timed_ops: np.ndarray  # 1 for an isolated op timed by the host clock
 
     def subset(self, mask: np.ndarray) -> RowCosts:
         return RowCosts(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
@@ -223,6 +232,9 @@ def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCost
     cost["interconnect"] = np.full(count, interconnect)
     cost["kernels"] = np.isin(kind, KERNEL_KINDS).astype(np.float64)
     cost["attention_ops"] = np.isin(kind, ATTENTION_KINDS).astype(np.float64)
+    isolated = cost["kernels"] + cost["attention_ops"]
+    cost["launched_ops"] = isolated * (rows.timer != TIMERS.index("cuda_graph"))
+    cost["host_timed_ops"] = isolated * (rows.timer == TIMERS.index("host_clock"))
 
     gemm = kind == "gemm"
     element = DTYPE_BYTES[rows.dtype]
@@ -346,7 +358,9 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
     steps = np.where(costs.kind == KINDS.index("step"),
                      fixed_step_time(costs.layers, efficiency), 0.0)
     return (body + steps + costs.kernels * efficiency.kernel_overhead_s
-            + costs.attention_ops * efficiency.attention_overhead_s)
+            + costs.attention_ops * efficiency.attention_overhead_s
+            + costs.launched_ops * efficiency.launch_overhead_s
+            + costs.host_timed_ops * efficiency.host_timer_overhead_s)
 
 
 def _smooth_maximum(a, b, power):
@@ -419,6 +433,10 @@ def informed_parameters(rows: Measurements) -> list[str]:
     (and fp16, fp32) GEMMs inform the base values, fp8 and fp4 GEMMs their own table's
     (`fp8.gemm_mfu`, ...), and fp8/fp4 GEMM kernels their activation quantisation.
     End-to-end rows inform nothing here (they are fitted by replay).
+
+    `launch_overhead_s` needs isolated ops of one kind and compute table both replayed
+    from CUDA graphs and launched eagerly, `host_timer_overhead_s` both timed by the host
+    clock and not: else each is one number with that kind's fixed time.
     """
     def varied(kind: str, sizes: np.ndarray) -> bool:
         return len(np.unique(sizes[rows.kind == KINDS.index(kind)])) >= 3
@@ -439,6 +457,10 @@ def informed_parameters(rows: Measurements) -> list[str]:
         names.discard("attention_mbu_half")
     if not varied("attention_prefill", rows.prefill):
         names.discard("attention_mfu_half")
+    if _timed_both_ways(rows, rows.timer == TIMERS.index("cuda_graph")):
+        names.add("launch_overhead_s")
+    if _timed_both_ways(rows, rows.timer == TIMERS.index("host_clock")):
+        names.add("host_timer_overhead_s")
     steps = rows.kind == KINDS.index("step")
     if steps.any():
         names.update(("step_overhead_s", "attention_mbu"))
@@ -456,6 +478,20 @@ def informed_parameters(rows: Measurements) -> list[str]:
         if len(np.unique(rows.tp[steps])) > 1:  # else one number with the step overhead
             names.update(("interconnect_efficiency", "allreduce_overhead_s"))
     return [name for name in FIT_PARAMETERS if name in names]
+
+
+def _timed_both_ways(rows: Measurements, timed: np.ndarray) -> bool:
+    """Whether isolated ops of one kind (GEMM or copy kernels; attention ops) and one
+    compute table were timed both ways: some `timed`, some not."""
+    kernel = np.isin(rows.kind, [KINDS.index(k) for k in KERNEL_KINDS])
+    attention = np.isin(rows.kind, [KINDS.index(k) for k in ATTENTION_KINDS])
+    tables = np.array([_quantising_table(code) or "" for code in range(len(DTYPES))])
+    for ops in (kernel, attention):
+        for table in np.unique(tables[rows.compute_dtype[ops]]):
+            members = ops & (tables[rows.compute_dtype] == table)
+            if len(np.unique(timed[members])) > 1:
+                return True
+    return False
 
 
 def _quantising_table(code: int) -> str | None:

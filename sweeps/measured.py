@@ -16,7 +16,8 @@ read: an old `dtype` column is `weight_dtype`):
 | `expert_dtype` | routed experts' weights (gpt-oss: mxfp4) [as `weight_dtype`] |
 | `kv_dtype` | KV-cache format of attention and steps [bf16; fp16 for fp16 weights] |
 | `engine`, `engine_version` | the serving engine or kernel library and its version [not recorded] |
-| `cuda_graphs` | `true` / `false`: whether the engine replayed CUDA graphs [not recorded] |
+| `cuda_graphs` | `true` / `false`: whether the engine replayed CUDA graphs (an isolated kernel launched eagerly pays `launch_overhead_s`) [not recorded: kernels taken as launched eagerly] |
+| `timer` | how a kernel's time was taken: `cuda_events` (events around the op) or `host_clock` (the host's clock around the launch and a synchronize: pays `host_timer_overhead_s`) [cuda_events] |
 | `m`, `n`, `k` | GEMM: Y[m, n] = X[m, k] · W[k, n]; m is the token count |
 | `batch` | decode sequences (one new token each) |
 | `context` | tokens already cached per decode sequence |
@@ -49,7 +50,13 @@ from pathlib import Path
 import numpy as np
 
 from rooftui.core import limits
-from rooftui.core.calibration import E2E_KINDS, KINDS, Measurements, default_compute_dtypes
+from rooftui.core.calibration import (
+    E2E_KINDS,
+    KINDS,
+    TIMERS,
+    Measurements,
+    default_compute_dtypes,
+)
 from rooftui.core.dtypes import check_dtype
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU
@@ -58,7 +65,7 @@ from rooftui.core.tables import dtype_code
 from rooftui.sweeps.output_files import atomic_path
 
 COLUMNS = ("kind", "gpu", "model", "tp", "weight_dtype", "compute_dtype", "expert_dtype",
-           "kv_dtype", "engine", "engine_version", "cuda_graphs", "m", "n", "k", "batch",
+           "kv_dtype", "engine", "engine_version", "cuda_graphs", "timer", "m", "n", "k", "batch",
            "context", "prefill", "prefill_context", "prompts", "bytes", "isl", "osl",
            "concurrency", "request_rate", "num_prompts", "time_s", "dataset", "source")
 LEGACY_COLUMNS = {"dtype": "weight_dtype"}  # old name -> the format's name
@@ -86,6 +93,7 @@ REQUIRED = {
 } | dict.fromkeys(E2E_KINDS, ("model", "isl", "osl"))
 CUDA_GRAPHS = {"true": "true", "false": "false", "1": "true", "0": "false", "yes": "true",
                "no": "false"}
+HOST_TIMERS = ("cuda_events", "host_clock")  # a graph replay is cuda_graphs = true
 DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                "float8": "fp8", "fp8_block": "fp8"}
 
@@ -175,6 +183,9 @@ def read_calibration_csv(path: Path) -> Conversion:
                 raise SpecError(f"{where}: cuda_graphs must be true or false (or blank: not "
                                 f"recorded), got {row['cuda_graphs']!r}")
             row["cuda_graphs"] = CUDA_GRAPHS[row["cuda_graphs"].lower()]
+        if row.get("timer") and row["timer"] not in HOST_TIMERS:
+            raise SpecError(f"{where}: timer must be one of {', '.join(HOST_TIMERS)} (or "
+                            f"blank: cuda_events), got {row['timer']!r}")
         for column in NUMERIC:
             if row.get(column):
                 try:
@@ -448,12 +459,16 @@ def convert_aiconfigurator_e2e(path: Path) -> Conversion:
 
 
 LLMCOMPASS_SOURCE = "PrincetonUniversity/LLMCompass@2e015fd ae/figure5 (A100 80GB, fp16)"
+# its run_on_gpu (software_model/matmul.py) times each op eagerly with time.time() around
+# the launch and torch.cuda.synchronize(): the median of host-clock times
+LLMCOMPASS_TIMING = {"engine": "PyTorch (LLMCompass)", "cuda_graphs": "false",
+                     "timer": "host_clock"}
 
 
 def convert_llmcompass_matmul(path: Path) -> Conversion:
     rows = [_row("gemm", "a100-80gb", float(r["latency_ms"]) / 1e3, m=float(r["M"]),
                  n=float(r["N"]), k=float(r["K"]), weight_dtype="fp16",
-                 compute_dtype="fp16") for r in _read(path)]
+                 compute_dtype="fp16", **LLMCOMPASS_TIMING) for r in _read(path)]
     return Conversion(path, _group(rows, lambda r: (), lambda: "LLMCompass A100 fp16 GEMM",
                                    LLMCOMPASS_SOURCE))
 
@@ -473,10 +488,12 @@ def convert_llmcompass_layer(path: Path) -> Conversion:
             if raw["op"] in shapes:
                 n, k = shapes[raw["op"]]
                 rows.append(_row("gemm", "a100-80gb", seconds, m=float(tokens), n=float(n),
-                                 k=float(k), weight_dtype="fp16", compute_dtype="fp16"))
+                                 k=float(k), weight_dtype="fp16", compute_dtype="fp16",
+                                 **LLMCOMPASS_TIMING))
             elif raw["op"].startswith("AllReduce"):
                 rows.append(_row("allreduce", "a100-80gb", seconds, tp=float(tp),
-                                 weight_dtype="fp16", bytes=float(tokens * d * 2)))
+                                 weight_dtype="fp16", bytes=float(tokens * d * 2),
+                                 engine=LLMCOMPASS_TIMING["engine"]))
     return Conversion(path, _group(rows, lambda r: (),
                                    lambda: "LLMCompass A100 GPT-3 layer TP4 ops",
                                    LLMCOMPASS_SOURCE),
@@ -623,4 +640,6 @@ def to_measurements(rows: list[dict], dataset_names: list[str] | None = None) ->
         concurrency=column("concurrency"),
         request_rate=column("request_rate"),
         num_prompts=column("num_prompts"),
+        timer=np.array([TIMERS.index("cuda_graph") if row.get("cuda_graphs") == "true"
+                        else TIMERS.index(row.get("timer") or "cuda_events") for row in rows]),
     )

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.calibration import KINDS, Measurements, predict, row_costs
+from rooftui.core.calibration import KINDS, TIMERS, Measurements, predict, row_costs
 from rooftui.core.efficiency import (
     COMPUTE_TABLES,
     GEMM_PARAMETERS,
@@ -167,7 +167,11 @@ def _rows() -> Measurements:
         k=np.array([14336, 0, 0, 0, 0, 0, 4096, 0, 8192.0]),
         message_bytes=np.array([0, 0, 0, 0, 2e6, 1e8, 0, 0, 0.0]),
         dtype=np.array([bf16] * 6 + [fp8] * 3), kv_dtype=np.full(count, bf16),
-        time_s=np.ones(count), dataset=np.zeros(count, dtype=int), datasets=("test",))
+        time_s=np.ones(count), dataset=np.zeros(count, dtype=int), datasets=("test",),
+        # kernels timed every way: graph replays, eager with events, by the host clock
+        timer=np.array([TIMERS.index(t) for t in (
+            "cuda_graph", "cuda_events", "host_clock", "cuda_events", "cuda_events",
+            "host_clock", "cuda_events", "cuda_graph", "cuda_graph")]))
 
 
 COSTS = row_costs(_rows(), H100, Assumptions())
