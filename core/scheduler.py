@@ -13,6 +13,13 @@ Policies (the `--policy` of `sweep simulate`):
 - `chunked`: a per-step token budget T shared with decodes: decodes first (one token
   each), then partial prefills in admission order, then new prompts, each prompt cut to
   what is left of the budget (Sarathi-Serve / vLLM chunked prefill). T >= B.
+- `prefill_first`: a step runs either prefills or decodes, never both (SGLang's default
+  scheduler, `get_next_batch_to_run`: "Run prefill first if possible"; mixed steps only
+  with --enable-mixed-chunk). Whenever a partial prefill remains or a waiting prompt can
+  be admitted, the step is a prefill batch of up to T tokens (a partial prefill first,
+  then new prompts in order, the last one cut to what is left: SGLang's
+  chunked_prefill_size) and every decoding sequence waits; otherwise all decode. The
+  decodes' token gap across such a stall is the stall plus their next step (ITL).
 
 KV cache (`--kv-admission`): the capacity is what the GPU's memory holds after the
 weights and the profile's reserve, at the step model's KV bytes per token (windowed
@@ -67,9 +74,11 @@ from rooftui.core.step_costs import StepCosts
 from rooftui.core.step_log import STEP_COLUMNS, StepLog, decode_stretch, time_untimed
 from rooftui.core.workloads import Requests
 
-POLICIES = ("static", "continuous", "chunked")
+POLICIES = ("static", "continuous", "chunked", "prefill_first")
 KV_ADMISSIONS = ("reserve", "paged")
 DEFAULT_TOKEN_BUDGET = 512
+# prefill_first's default prefill batch: SGLang's chunked_prefill_size on 35-160 GB GPUs
+PREFILL_FIRST_BUDGET = 8192
 PAGED_WATERMARK = 0.01  # share of blocks kept free when admitting (vLLM's default)
 PERCENTILES = (50, 90, 99)
 STRETCH_STEPS = 32  # decode-only steps from which a stretch is timed in numpy
@@ -79,7 +88,9 @@ STRETCH_STEPS = 32  # decode-only steps from which a stretch is timed in numpy
 class SchedulerConfig:
     policy: str = "continuous"
     max_batch: int = 128
-    token_budget: int | None = None  # chunked: None is DEFAULT_TOKEN_BUDGET; continuous: no cap
+    # chunked: None is DEFAULT_TOKEN_BUDGET; prefill_first: PREFILL_FIRST_BUDGET;
+    # continuous: no cap
+    token_budget: int | None = None
     kv_admission: str = "reserve"
     block_size: int = 16
 
@@ -96,20 +107,23 @@ class SchedulerConfig:
         if self.token_budget is not None and self.token_budget < 1:
             raise SpecError(f"the token budget must be >= 1 token, got {self.token_budget}")
         if self.policy == "static" and self.token_budget is not None:
-            raise SpecError("a token budget applies to --policy chunked or continuous")
+            raise SpecError("a token budget applies to --policy chunked or continuous and "
+                            "to prefill_first")
         if self.policy == "chunked" and self.budget < self.max_batch:
             raise SpecError(f"the token budget ({self.budget}) must be at least the max batch "
                             f"({self.max_batch}): decodes take one token each first")
         if self.policy == "static" and self.kv_admission == "paged":
             raise SpecError("static batching reserves whole sequences; --kv-admission paged "
-                            "applies to continuous and chunked")
+                            "applies to continuous, chunked and prefill_first")
 
     @property
     def budget(self) -> float:
-        """Tokens per step: the chunked default, or no cap for continuous batching."""
+        """Tokens per step: the chunked or prefill-first default, or no cap for
+        continuous batching."""
         if self.token_budget is not None:
             return int(self.token_budget)
-        return DEFAULT_TOKEN_BUDGET if self.policy == "chunked" else math.inf
+        return {"chunked": DEFAULT_TOKEN_BUDGET,
+                "prefill_first": PREFILL_FIRST_BUDGET}.get(self.policy, math.inf)
 
 
 # ---------------------------------------------------------------------------------------
@@ -132,6 +146,9 @@ class Simulation:
     # the client's delay per request outside the engine (the profile's request_overhead_s:
     # HTTP, tokenisation, detokenisation, streaming), added to its TTFT and E2E
     front_end_s: float = 0.0
+    # prefill_first: (step of the last token, step of the next, decodes) per group of
+    # decodes that waited through prefill batches (summarize's ITL)
+    stall_gaps: np.ndarray | None = None
 
     @property
     def arrivals(self) -> np.ndarray:
@@ -185,7 +202,7 @@ def simulate(inputs: StepInputs, assumptions: Assumptions, config: SchedulerConf
     if config.policy == "static":
         if caching or waits:
             raise SpecError("prefix caching and think-time sessions are simulated with "
-                            "--policy continuous or chunked")
+                            "--policy continuous or chunked (or prefill_first)")
         simulation = _run_static(costs, config, requests)
     else:
         cache = ServingCache(prefix_cache, sessions.blocks(config.block_size),
@@ -318,7 +335,8 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
     one lookup. With `cache`, admissions look their prompts up and finishes fill it; with
     `sessions`, a waiting turn is released into the queue when its previous turn ends.
     """
-    chunked = config.policy == "chunked"
+    prefill_first = config.policy == "prefill_first"
+    chunked = prefill_first or config.policy == "chunked"  # prompts cut to the budget
     paged = config.kv_admission == "paged"
     max_batch, budget, block = config.max_batch, config.budget, config.block_size
     window = costs.window
@@ -366,6 +384,11 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
     below_window = 0  # decoding sequences with context < window
     kv_used = 0  # reserved tokens, or blocks in use
     tag = 0  # unique per join, so stale heap entries can be told apart
+    # the decoding sequences' clock: steps in which they advanced (every step but
+    # prefill_first's prefill batches); decode state (k0, heaps, block residues) runs on it
+    tick = 0
+    stalled: list[list[int]] = []  # prefill_first: [step of last token, decodes] waiting
+    stall_log = array("q")  # per (stall, next decode step): (from step, to step, decodes)
 
     # the step records, flat: (start, duration) and STEP_COLUMNS' other seven, per step
     # (one call per step each; split into columns at the end)
@@ -393,14 +416,14 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
         if paged:
             bucket[residue] -= 1
 
-    def preempt(request: int, step: int, now: float) -> int:
+    def preempt(request: int, tick: int, now: float) -> int:
         """Free `request`'s KV and queue it again; 1 if it needed a block this step."""
         nonlocal kv_used
         needed = 0
         if request in decoding:
             k0, s0, residue, _ = decoding[request]
-            context = s0 + step - k0
-            needed = int(residue == (-step) % block)
+            context = s0 + tick - k0
+            needed = int(residue == (-tick) % block)
             leave_decoding(request, context)
             generated[request] = context - prompt_tokens[request]
             last_emit[request] = now
@@ -412,6 +435,28 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
         preempted[request] += 1
         waiting.appendleft(request)
         return needed
+
+    def take_decode_blocks(tick: int, now: float) -> None:
+        """The blocks this step's decodes fill, preempting the latest-arrived running
+        sequence while they do not fit."""
+        nonlocal kv_used
+        needed = bucket[(-tick) % block]
+        while kv_used + needed > total_blocks:
+            needed -= preempt(max(running), tick, now)
+        kv_used += needed
+        if cache is not None and needed:
+            cache.fit((total_blocks - kv_used) * block)
+
+    def log_stalls(to: int, decodes: int) -> None:
+        """The `decodes` that waited through prefill batches emit again at step `to`: one
+        ITL record per group in `stalled` (the preempted leave the latest-joined first)."""
+        gone = sum(group[1] for group in stalled) - decodes
+        for group in reversed(stalled):
+            leaving = min(gone, group[1])
+            group[1] -= leaving
+            gone -= leaving
+            stall_log.extend((group[0], to, group[1]))
+        stalled.clear()
 
     def release(request: int) -> None:
         """`request` has finished: its blocks enter the cache, its next turn is timed."""
@@ -439,7 +484,7 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
             untimed_from, untimed_start, now = step, now, step
         in_system_waiting, in_system_running = len(waiting), len(running)
         if windowed:
-            while window_heap and window_heap[0][0] <= step:
+            while window_heap and window_heap[0][0] <= tick:
                 _, entry_tag, request = heapq.heappop(window_heap)
                 if request in decoding and decoding[request][3] == entry_tag:
                     below_window -= 1
@@ -456,7 +501,7 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                          else math.inf, released[0][0] if released else math.inf)
             first_step = step
             kv_held = kv_used * block if paged else kv_used
-            limit = stop - step
+            limit = stop - tick
             if limit >= STRETCH_STEPS and coming != math.inf:
                 # durations grow with the contexts: the first bounds the steps to `coming`
                 limit = min(limit, (coming - now) // decode_time(
@@ -468,7 +513,7 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                                     below_window if windowed else batch, int(limit),
                                     None if untimed_from is not None else now, coming,
                                     (in_system_waiting, in_system_running, kv_held),
-                                    (step, bucket, kv_used, total_blocks) if paged else None)
+                                    (tick, bucket, kv_used, total_blocks) if paged else None)
                 if untimed_from is not None:
                     now = step + ran
                 if ran:
@@ -479,11 +524,14 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                     counts.frombytes(stretch_counts)
                     sum_context += batch * ran
                     sum_window += below_window * ran
+                    if stalled:
+                        log_stalls(step, batch)
                     step += ran
+                    tick += ran
                     continue
-            while step < stop:
+            while tick < stop:
                 if paged:
-                    needed = bucket[(-step) % block]
+                    needed = bucket[(-tick) % block]
                     if kv_used + needed > total_blocks:
                         break  # a preemption: the full step below handles it
                     kv_used += needed
@@ -501,22 +549,20 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                 sum_context += batch
                 sum_window += below_window
                 step += 1
+                tick += 1
                 if coming <= now:
                     break
             if step > first_step:
+                if stalled:
+                    log_stalls(first_step, batch)
                 continue
-        if paged:
-            needed = bucket[(-step) % block]
-            while kv_used + needed > total_blocks:
-                needed -= preempt(max(running), step, now)
-            kv_used += needed
-            if cache is not None and needed:
-                cache.fit((total_blocks - kv_used) * block)
+        if paged and not prefill_first:
+            take_decode_blocks(tick, now)
 
         batch = len(decoding)
         chunks: list[tuple[int, int]] = []
         owners: list[int] = []
-        room = budget - batch
+        room = budget if prefill_first else budget - batch
         prefill = 0
         load = 0.0  # seconds of lower-tier hits this step loads
         if chunked:
@@ -560,11 +606,26 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
             owners.append(request)
             prefill += take
 
+        advance = 1  # the decodes run this step
+        decode_context, decode_window = sum_context, sum_window
+        if prefill_first:
+            if chunks:  # a prefill batch: the decodes wait (module doc)
+                advance, decode_context, decode_window = 0, 0, 0
+                if batch:
+                    if not stalled:
+                        stalled.append([step - 1, batch])
+                    batch = 0
+            else:
+                if paged:
+                    take_decode_blocks(tick, now)
+                batch = len(decoding)
+                if stalled:
+                    log_stalls(step, batch)
         if not batch and not chunks:
             raise RuntimeError(f"simulator stalled at step {step}: nothing runnable")
         if untimed_from is None:
-            duration = step_time(batch, sum_context, sum_window if windowed else sum_context,
-                                 chunks)
+            duration = step_time(batch, decode_context,
+                                 decode_window if windowed else decode_context, chunks)
             if load > duration:  # the step's layers wait for their loaded KV
                 load_stall += load - duration
                 duration = load
@@ -572,27 +633,29 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
         else:
             duration = 1
             if windowed:
-                log_window(sum_window)
+                log_window(decode_window)
             for take, cached in chunks:
                 log_chunk((step, take, cached))
-        log_counts((batch, sum_context, prefill, len(chunks), in_system_waiting,
+        log_counts((batch, decode_context, prefill, len(chunks), in_system_waiting,
                     in_system_running, kv_used * block if paged else kv_used))
         now += duration
 
-        while finish_heap and finish_heap[0][0] <= step:
+        while advance and finish_heap and finish_heap[0][0] <= tick:
             _, entry_tag, request = heapq.heappop(finish_heap)
             entry = decoding.get(request)
             if entry is None or entry[3] != entry_tag:
                 continue  # preempted since
-            context = entry[1] + step - entry[0]
+            context = entry[1] + tick - entry[0]
             leave_decoding(request, context)
             kv_used -= -(-context // block) if paged else running[request]
             del running[request]
             finish[request] = now
             finished += 1
             release(request)
-        sum_context += len(decoding)
-        sum_window += below_window
+        if advance:
+            sum_context += len(decoding)
+            sum_window += below_window
+        joined = 0
 
         for (take, _), request in zip(chunks, owners, strict=True):
             if chunked:
@@ -616,7 +679,8 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                 release(request)
                 continue
             context = prompt_tokens[request] + emitted
-            k0 = step + 1
+            k0 = tick + advance
+            joined += 1
             tag += 1
             decoding[request] = (k0, context, (context - 1 - k0) % block, tag)
             heapq.heappush(finish_heap, (k0 + output_tokens[request] - emitted - 1, tag, request))
@@ -628,7 +692,10 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                     heapq.heappush(window_heap, (k0 + int(window) - context, tag, request))
             if paged:
                 bucket[(context - 1 - k0) % block] += 1
+        if not advance and joined:
+            stalled.append([step, joined])  # their first token came at this step
         step += 1
+        tick += advance
 
     if untimed_from is not None:
         first, finish, resume_gaps = time_untimed(
@@ -639,7 +706,9 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                       steps=StepLog(times, counts), resume_gaps_s=np.array(resume_gaps),
                       kv_capacity_tokens=capacity,
                       arrival_s=None if sessions is None else np.array(arrival),
-                      prefix_cache=None if cache is None else cache.summary(load_stall))
+                      prefix_cache=None if cache is None else cache.summary(load_stall),
+                      stall_gaps=np.frombuffer(stall_log, np.int64).reshape(-1, 3)
+                      if prefill_first else None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -695,10 +764,18 @@ def summarize(simulation: Simulation, slo_ttft: float | None = None,
     output_tokens = int(requests.output_tokens.sum())
     useful = simulation.useful_slots
     # every decode token's gap is its step's duration (decoding sequences run in every
-    # step); a sequence resumed after preemption adds its own, longer, gap
+    # step); a sequence resumed after preemption adds its own, longer, gap, and decodes
+    # that waited through prefill batches (prefill_first) the time since their last token
     itl_values = np.concatenate([steps["duration_s"], simulation.resume_gaps_s])
     itl_weights = np.concatenate([steps["decode_tokens"],
                                   np.ones(simulation.resume_gaps_s.size, np.int64)])
+    stalls = simulation.stall_gaps
+    if stalls is not None and stalls.size:
+        ends = steps["start_s"] + steps["duration_s"]
+        itl_weights[:useful.size] -= np.bincount(stalls[:, 1], stalls[:, 2], useful.size
+                                                 ).astype(np.int64)
+        itl_values = np.concatenate([itl_values, ends[stalls[:, 1]] - ends[stalls[:, 0]]])
+        itl_weights = np.concatenate([itl_weights, stalls[:, 2]])
     result = {
         "requests": len(requests),
         "duration_s": duration,

@@ -38,9 +38,11 @@ LEVEL = 0.8
               help="Profile to predict with, and the kernel profile --fit adds overheads to.")
 @click.option("--format", "file_format", type=click.Choice(FORMATS),
               help="Result file format [default: detected from the content].")
-@click.option("--policy", type=click.Choice(["chunked", "continuous", "static"]),
-              help="Batching policy simulated [default: the engine's: chunked for vllm and "
-                   "sglang, continuous for trtllm].")
+@click.option("--policy", type=click.Choice(["chunked", "continuous", "prefill_first",
+                                            "static"]),
+              help="Batching policy simulated (`sweep simulate --help`) [default: the "
+                   "engine's: chunked for vllm, prefill_first for sglang, continuous for "
+                   "trtllm].")
 @click.option("--max-batch", type=Number("max_batch"), metavar="N",
               help="Sequences in flight at most [default: the engine's: vllm/sglang 1024, "
                    "trtllm 2048].")

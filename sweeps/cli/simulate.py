@@ -101,13 +101,16 @@ def write_trace(simulation: Simulation, path: str) -> tuple[Path, Path]:
 @click.option("--policy", type=click.Choice(POLICIES), default="continuous", show_default=True,
               help="static: a batch runs until its longest member ends; continuous: a freed "
                    "slot is refilled next step, prompts prefilled whole; chunked: a per-step "
-                   "token budget, decodes first, then partial and new prompts.")
+                   "token budget, decodes first, then partial and new prompts; prefill_first: "
+                   "a step is either a prefill batch (whenever a prompt can be admitted, "
+                   "decodes wait) or all decodes (SGLang's default scheduler).")
 @click.option("--max-batch", "-B", type=Number("max_batch"), default=128, show_default=True,
               help="Slots: sequences in flight (decoding or prefilling) at most.")
 @click.option("--token-budget", "-T", type=Number("token_budget"), metavar="TOKENS",
               help="Tokens per step. chunked: shared by decodes and prefill chunks "
                    "[default: 512; at least --max-batch]; continuous: a cap on decodes plus "
-                   "whole prompts [default: none].")
+                   "whole prompts [default: none]; prefill_first: a prefill batch's tokens, "
+                   "the last prompt cut to fit [default: 8192, SGLang's chunked prefill].")
 @click.option("--workload", "-w", metavar="NAME|PATH",
               help="Preset (`sweep specs list workloads`), preset TOML, or a trace "
                    "CSV/parquet with input_tokens, output_tokens[, arrival_s], or generated "
@@ -156,6 +159,7 @@ def simulate_command(policy, max_batch, token_budget, workload, input_tokens, ou
     \b
     Examples:
       sweep simulate --workload sharegpt-8k --policy chunked --token-budget 1024
+      sweep simulate --workload sharegpt-8k --policy prefill_first --kv-admission paged
       sweep simulate --output-tokens exp:mean=100 --input-tokens fixed:512 --policy static
       sweep simulate --workload traces/azure-conv-2023.csv --arrival trace --slo-ttft 2
     """

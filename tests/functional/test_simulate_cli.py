@@ -194,3 +194,11 @@ def test_scheduler_report_prints_its_tables(capsys):
     assert "| 1/H_B (any exponential) | 0.480 | 0.368 | 0.296 | 0.246 |" in out
     # analytic, simulated and throughput tables; no arrival table without --traces
     assert out.count("| sharegpt-8k") == 3 and "Correlated arrivals" not in out
+
+
+def test_prefill_first_policy_runs_and_reports_its_budget():
+    report = sweep_json("simulate", "-n", 200, "--policy", "prefill_first",
+                        "--arrival", "poisson:rate=8", "--kv-admission", "paged")
+    assert report["policy"] == "prefill_first" and report["token_budget"] == 8192
+    assert report["requests"] == 200 and report["itl_s"]["mean"] > 0
+    assert "prefill_first" in run_sweep("simulate", "--help")

@@ -490,3 +490,63 @@ def test_the_front_end_shifts_ttft_and_e2e_by_itself_and_nothing_else(policy, fr
     slo = float(np.median(zero["ttft_s"])) + front_end / 2
     assert summarize(moved, slo_ttft=slo)["slo_attainment"] == pytest.approx(
         float(np.mean(zero["ttft_s"] + front_end <= slo)))
+
+
+@pytest.mark.parametrize("admission", ["reserve", "paged"])
+@settings(max_examples=12, deadline=None)
+@given(rate=st.floats(2.0, 80.0), budget=st.integers(64, 2048), max_batch=st.integers(1, 48),
+       seed=st.integers(0, 2**16))
+def test_prefill_first_never_mixes_and_decodes_only_when_nothing_can_be_admitted(
+        admission, rate, budget, max_batch, seed):
+    """SGLang's rule: a step is a prefill batch (<= the budget, no decodes) whenever a
+    prompt is partly prefilled or one waiting can be admitted; a decode step runs every
+    decoding sequence. Every output token is emitted once (preemptions re-emit theirs);
+    each decode token's ITL sample is the time since that sequence's previous token, so
+    the samples sum to the requests' decode time (sum of E2E - TTFT) exactly."""
+    requests = workload("exp:mean=300,cap=600", "exp:mean=30,cap=80").requests(
+        80, parse_arrivals(f"poisson:rate={rate}"), seed)
+    config = point_config(memory_gb=16.3 if admission == "paged" else None)  # preempts
+    simulation = run(config, requests, policy="prefill_first", max_batch=max_batch,
+                     token_budget=budget, kv_admission=admission)
+    steps = simulation.steps
+    prefill = steps["prefill_tokens"] > 0
+    assert not np.any(prefill & (steps["decode_tokens"] > 0))
+    assert steps["prefill_tokens"].max() <= budget
+    assert np.all(steps["decode_tokens"][~prefill] > 0)
+    if admission == "reserve":  # the KV holds every batch here: only the max batch stops
+        decode_waiting = ~prefill & (steps["waiting"] > 0)
+        assert np.all(steps["running"][decode_waiting] >= max_batch)
+        assert steps["decode_tokens"].sum() == (requests.output_tokens - 1).sum()
+    result = summarize(simulation)
+    decode_time = np.sum(simulation.finish_s - simulation.first_token_s)
+    gaps = (requests.output_tokens - 1).sum() + simulation.preemptions.sum()
+    if simulation.preemptions.sum() == 0:
+        assert result["itl_s"]["mean"] * gaps == pytest.approx(decode_time, rel=1e-9)
+
+
+def test_prefill_first_stalls_decodes_that_chunked_prefill_runs_alongside():
+    """One long decode, then prompts arriving while it runs: under prefill_first each
+    prefill batch is a step the decode waits through (its TPOT grows by their time);
+    chunked prefill runs the same prompts with it. Prompts get their first token sooner
+    prefill-first, as SGLang's scheduler intends."""
+    arrivals = np.concatenate([[0.0], 0.05 + 0.01 * np.arange(20)])
+    requests = Requests(arrivals, np.full(21, 2000), np.concatenate([[400], np.full(20, 2)]))
+    config = point_config()
+    first, chunked = (run(config, requests, policy=policy, max_batch=32, token_budget=2048)
+                      for policy in ("prefill_first", "chunked"))
+    first_m, chunked_m = request_metrics(first), request_metrics(chunked)
+    assert first_m["tpot_s"][0] > chunked_m["tpot_s"][0]
+    steps = first.steps
+    during = (steps["start_s"] >= first.first_token_s[0]) & (steps["start_s"] < first.finish_s[0])
+    prefills = during & (steps["prefill_tokens"] > 0)
+    assert prefills.sum() >= 10 and not np.any(steps["decode_tokens"][prefills])
+    # request 0's decode time is every step it lived through, stalls included
+    assert first.finish_s[0] - first.first_token_s[0] == pytest.approx(
+        steps["duration_s"][during].sum(), rel=1e-12)
+    assert np.mean(first_m["ttft_s"][1:]) < np.mean(chunked_m["ttft_s"][1:])
+
+
+def test_prefill_first_budget_default_and_settings():
+    assert SchedulerConfig(policy="prefill_first").budget == scheduler.PREFILL_FIRST_BUDGET
+    # decodes do not share a prefill batch's budget: it may be below the max batch
+    assert SchedulerConfig(policy="prefill_first", max_batch=256, token_budget=64).budget == 64
