@@ -20,9 +20,10 @@ How the clients are replayed (`run_requests`, `replay_run`):
   end and the engine breaks the waves up). The C slots therefore start at seeded uniform
   random times over one request's cycle (its E2E in an in-step replay, plus the front
   end), which is how a closed loop's phases settle; each slot then re-sends on
-  completion. SGLang's prefill-first scheduling keeps the waves together (measured TTFT
-  grows with C x ISL as one wave's whole prefill does), so its clients are replayed in
-  step (`EngineDefaults.clients_in_step`); `Scheduling(stagger=...)` overrides.
+  completion. SGLang's prefill-first scheduling (simulated as the `prefill_first`
+  policy) keeps the waves together (measured TTFT grows with C x ISL as one wave's whole
+  prefill does), so its clients are replayed in step (`EngineDefaults.clients_in_step`);
+  `Scheduling(stagger=...)` overrides.
 - Warm-up left out. genai-perf and AIPerf (aiconfigurator's harness) send
   `--warmup-request-count` requests first and leave them out of their statistics;
   `vllm bench serve` sends one test request alone first and then scores all N. A run's
@@ -133,14 +134,15 @@ ENGINES = {
                            "vLLM V1 on 80+ GB GPUs: max_num_seqs 1024, max_num_batched_tokens "
                            "8192 (API server), gpu_memory_utilization 0.9, paged KV with "
                            "preemption, chunked prefill mixed with decodes"),
-    "sglang": EngineDefaults("chunked", 1024, 8192, "paged", 0.88,
-                             "SGLang: chunked_prefill_size 8192, mem_fraction_static ~0.88, "
-                             "running requests bounded by the KV pool; its prefill batches "
-                             "run without decodes (no mixed chunks by default), which no "
-                             "simulator policy does: chunked is the nearest. Prefill first "
-                             "keeps a closed loop's waves together (every waiting prompt is "
-                             "prefilled before the decodes resume, so a wave decodes and "
-                             "finishes in step): its clients are replayed in step",
+    "sglang": EngineDefaults("prefill_first", 1024, 8192, "paged", 0.88,
+                             "SGLang: chunked_prefill_size 8192 (35-160 GB GPUs), "
+                             "mem_fraction_static ~0.88, running requests bounded by the KV "
+                             "pool; prefill batches run without decodes whenever a prompt "
+                             "can be admitted (get_next_batch_to_run, no mixed chunks by "
+                             "default): the prefill_first policy. That keeps a closed "
+                             "loop's waves together (every waiting prompt is prefilled "
+                             "before the decodes resume, so a wave decodes and finishes in "
+                             "step): its clients are replayed in step",
                              clients_in_step=True),
     "trtllm": EngineDefaults("continuous", 2048, 8192, "reserve", 0.9,
                              "TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens "

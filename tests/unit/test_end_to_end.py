@@ -190,3 +190,16 @@ def test_leave_one_group_out_scores_unseen_groups():
         np.testing.assert_allclose(group["overheads"][:3], truth[:3], rtol=0.02)
         assert group["overheads"][3] < 1e-4  # no front end in the truth: none found
         assert group["mape_tpot"] < 0.005 and group["mape_ttft"] < 0.005
+
+
+def test_sglang_replays_run_prefill_batches_without_decodes():
+    """SGLang's scheduler runs a prefill batch on its own whenever a prompt can be admitted
+    (get_next_batch_to_run): its replays use the prefill_first policy by default, which
+    predicts other times than chunked prefill (prefills alongside the decodes)."""
+    target = e2e.Target("llama-3.1-8b", "h100-sxm", 1, engine="sglang")
+    assert target.defaults.policy == "prefill_first"
+    run = closed_run(16, 2000, 64, waves=3)
+    default = e2e.replay_run(run, target, BASE)
+    named = e2e.replay_run(run, target, BASE, e2e.Scheduling(policy="prefill_first"))
+    chunked = e2e.replay_run(run, target, BASE, e2e.Scheduling(policy="chunked"))
+    assert default.predicted == named.predicted != chunked.predicted
