@@ -339,8 +339,11 @@ class Result:
 
 
 def evaluate_candidate(server: Server, objective: Objective, batch: int, budget: int,
-                       tolerance: float = DEFAULT_TOLERANCE) -> Candidate:
-    """One (B, T): the analytic pass, then the capacity and the rate bisection."""
+                       tolerance: float = DEFAULT_TOLERANCE,
+                       hint: float | None = None) -> Candidate:
+    """One (B, T): the analytic pass, then the capacity and the rate search. `hint` (a
+    neighbouring candidate's sustained rate over its capacity, see `rate_hint`) is where the
+    search starts; it changes which rates are simulated, not the answer (`_sustained_rate`)."""
     if not 0 < tolerance < 1:
         raise SpecError(f"the rate tolerance must be in (0, 1), got {tolerance!r}")
     p = server.problem
@@ -360,7 +363,7 @@ def evaluate_candidate(server: Server, objective: Objective, batch: int, budget:
 
     capacity = server.capacity(batch, budget)
     candidate.capacity_rate = capacity
-    rate = _sustained_rate(capacity, meets, tolerance)
+    rate = _sustained_rate(capacity, meets, tolerance, hint)
     candidate.saturated = rate is not None and rate * (1 + tolerance) ** 2 >= capacity
     candidate.simulations = 1 + len(queried)  # the capacity's and the rates'
     if rate is None:
@@ -379,17 +382,35 @@ def evaluate_candidate(server: Server, objective: Objective, batch: int, budget:
     return candidate
 
 
-def _sustained_rate(capacity: float, meets: Callable[[float], bool],
-                    tolerance: float) -> float | None:
-    """The highest rate below `capacity` found to meet the objective, or None.
+def _sustained_rate(capacity: float, meets: Callable[[float], bool], tolerance: float,
+                    hint: float | None = None) -> float | None:
+    """The highest rate below `capacity` found to meet the objective, or None: `_bracket`'s
+    low end, its queries answered by `_Outcomes` (simulated, or implied by the simulations
+    around them). With a `hint` the simulations first gallop from the hint's rate on the
+    bracket's own grid (`_gallop`), so that a good hint leaves the bisection two simulations
+    next to its answer and implies the rest. The answer is the one the plain bisection gives
+    whenever meeting the objective is monotone in the rate (a rate below one that meets it
+    meets it too), whatever the hint."""
+    outcomes = _Outcomes(meets)
+    if hint is not None:
+        _gallop(capacity, outcomes, tolerance, hint * capacity)
+    bracket = _bracket(capacity, outcomes, tolerance)
+    return None if bracket is None else bracket[0]
+
+
+def _bracket(capacity: float, meets: Callable[[float], bool],
+             tolerance: float) -> tuple[float, float] | None:
+    """(low, high): a rate that meets the objective and one within `tolerance` above it that
+    does not (or the capacity), or None.
 
     Halving down from the capacity (which is never sustained: an open queue at full
     utilisation does not settle) to the first rate that meets it, at most down to
     capacity / LOWEST_RATE_FACTOR, then bisection on the logarithm of the rate until the
     bracket is within `tolerance`. Every query that meets the objective moves the answer
     up and the next query depends only on the answers, so an objective that every rate a
-    stricter one meets also meets never gets a lower answer. High rates first: they are
-    the cheap simulations (full batches, fewer steps)."""
+    stricter one meets also meets never gets a lower answer. Every rate it can query is a
+    fixed float of the capacity and the tolerance (a midpoint's bracket is the same on
+    every path to it): the grid `_gallop` walks."""
     high, low = capacity, capacity / 2
     while not meets(low):
         high, low = low, low / 2
@@ -398,7 +419,61 @@ def _sustained_rate(capacity: float, meets: Callable[[float], bool],
     while high / low > 1 + tolerance:
         middle = math.sqrt(low * high)
         low, high = (middle, high) if meets(middle) else (low, middle)
-    return low
+    return low, high
+
+
+class _Outcomes:
+    """`meets` remembered: a rate simulated, or implied by the simulations (below a rate
+    that met the objective: met; above one that missed it: missed). Where simulations
+    disagree with that order the rate is simulated."""
+
+    def __init__(self, meets: Callable[[float], bool]) -> None:
+        self._meets = meets
+        self.simulated: dict[float, bool] = {}
+
+    def implied(self, rate: float) -> bool | None:
+        if rate in self.simulated:
+            return self.simulated[rate]
+        met = any(ok and seen >= rate for seen, ok in self.simulated.items())
+        missed = any(not ok and seen <= rate for seen, ok in self.simulated.items())
+        return met if met != missed else None
+
+    def __call__(self, rate: float) -> bool:
+        known = self.implied(rate)
+        if known is None:
+            known = self.simulated[rate] = self._meets(rate)
+        return known
+
+
+def _gallop(capacity: float, outcomes: _Outcomes, tolerance: float, guess: float) -> None:
+    """Simulates `_bracket`'s grid rate at or below `guess`, then rates 1, 1, 2, 4, ... grid
+    steps on the way its answer points (up when it met the objective) until an answer turns,
+    the capacity is reached or the floor passed: a met rate next to a missed one leaves
+    `_bracket` nothing to simulate."""
+    margin = tolerance * 1e-3  # far below a grid step, far above the floats' rounding
+
+    def grid_at(rate: float) -> tuple[float, float] | None:
+        """The grid's rate at or below `rate` and the next above it."""
+        return _bracket(capacity, lambda r: r <= rate * (1 + margin), tolerance)
+
+    start = grid_at(guess)
+    if start is None:
+        return
+    (rate, above), moves = start, 0
+    spacing = above / rate  # a grid step (the same in every octave, up to rounding)
+    up = outcomes(rate)
+    while True:
+        steps = 2 ** max(moves - 1, 0)
+        bracket = grid_at(rate * spacing ** (steps if up else -steps))
+        if bracket is None:  # below the floor
+            return
+        low, high = bracket
+        following = (high if low <= rate else low) if up else low
+        if following >= capacity or following >= rate and not up:
+            return
+        rate, moves = following, moves + 1
+        if outcomes(rate) != up:
+            return
 
 
 def _rank(candidate: Candidate) -> tuple:
@@ -425,16 +500,25 @@ def optimize(problem: Problem, objective: Objective, batches: Sequence[int],
              on_candidate: Callable[[Candidate], None] | None = None,
              workers: int = 1) -> Result:
     """Every (B, T) of batches x budgets (in that order in the result; `on_candidate` hears
-    of each as it is done), the best and the frontier. `workers` > 1 evaluates candidates
-    in that many processes; the result is the same."""
+    of each as it is done), the best and the frontier. Each candidate's rate search starts
+    from its predecessor's answer (`search_predecessors`, `rate_hint`), so a candidate is
+    searched once its predecessor is done; `workers` > 1 evaluates the candidates that are
+    ready in that many processes. The result is the same."""
     batches, budgets = _candidates(batches, "max batch"), _candidates(budgets, "token budget")
     pairs = [(batch, budget) for batch in batches for budget in budgets]
+    predecessors = search_predecessors(len(batches), len(budgets))
     arguments = (problem, objective, max(batches), tolerance)
     candidates: list[Candidate | None] = [None] * len(pairs)
+
+    def done(index: int, candidate: Candidate) -> None:
+        candidates[index] = candidate
+        if on_candidate is not None:
+            on_candidate(candidate)
+
     if workers > 1 and len(pairs) > 1:
         import multiprocessing
         import threading
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
         methods = multiprocessing.get_all_start_methods()
         if "fork" in methods and threading.active_count() == 1:
@@ -446,26 +530,57 @@ def optimize(problem: Problem, objective: Objective, batches: Sequence[int],
             context = multiprocessing.get_context(
                 "forkserver" if "forkserver" in methods else "spawn")
             initializer = _start_worker
+        successors: dict[int | None, list[int]] = {}
+        for index, predecessor in enumerate(predecessors):
+            successors.setdefault(predecessor, []).append(index)
         with ProcessPoolExecutor(max_workers=min(workers, len(pairs)), mp_context=context,
                                  initializer=initializer, initargs=arguments) as pool:
-            futures = {pool.submit(_candidate_in_worker, pair): index
-                       for index, pair in enumerate(pairs)}
+
+            def submit(index: int):
+                hint = rate_hint(candidates, predecessors, index)
+                return pool.submit(_candidate_in_worker, pairs[index], hint)
+
+            running = {submit(index): index for index in successors.get(None, [])}
             try:
-                for future in as_completed(futures):
-                    candidates[futures[future]] = future.result()
-                    if on_candidate is not None:
-                        on_candidate(candidates[futures[future]])
+                while running:
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        index = running.pop(future)
+                        done(index, future.result())
+                        running |= {submit(after): after for after in successors.get(index, [])}
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
         _forget_worker()
     else:
         server = Server(problem, max(batches))
-        for index, pair in enumerate(pairs):
-            candidates[index] = evaluate_candidate(server, objective, *pair, tolerance)
-            if on_candidate is not None:
-                on_candidate(candidates[index])
+        for index, pair in enumerate(pairs):  # every predecessor comes first
+            done(index, evaluate_candidate(server, objective, *pair, tolerance,
+                                           rate_hint(candidates, predecessors, index)))
     return summarize_search(objective, candidates)
+
+
+def search_predecessors(batches: int, budgets: int) -> list[int | None]:
+    """For each candidate of a batches x budgets search (in its order), the one whose answer
+    its rate search starts from: the previous budget of the same max batch (the budget
+    moves the sustained share of the capacity by a grid step or two), and for the first
+    budget the previous max batch's first; None for the very first. Every predecessor
+    comes earlier in the order."""
+    return [None if index == 0 else index - 1 if index % budgets else index - budgets
+            for index in range(batches * budgets)]
+
+
+def rate_hint(candidates: Sequence[Candidate | None], predecessors: Sequence[int | None],
+              index: int) -> float | None:
+    """The sustained rate over the capacity of the nearest sustained candidate among
+    `index`'s predecessors (each done), for `evaluate_candidate`'s `hint`; None if none."""
+    before = predecessors[index]
+    while before is not None:
+        candidate = candidates[before]
+        if candidate.rate is not None:
+            return candidate.rate / candidate.capacity_rate
+        before = predecessors[before]
+    return None
 
 
 _WORKER: tuple[Server, Objective, float] | None = None  # a worker process's search
@@ -482,9 +597,9 @@ def _forget_worker() -> None:
     _WORKER = None  # the parent's copy, once its forked workers are done
 
 
-def _candidate_in_worker(pair: tuple[int, int]) -> Candidate:
+def _candidate_in_worker(pair: tuple[int, int], hint: float | None) -> Candidate:
     server, objective, tolerance = _WORKER
-    return evaluate_candidate(server, objective, *pair, tolerance)
+    return evaluate_candidate(server, objective, *pair, tolerance, hint)
 
 
 def summarize_search(objective: Objective, candidates: list[Candidate]) -> Result:

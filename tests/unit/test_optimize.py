@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rooftui.core.assumptions import load_profile
@@ -17,6 +17,7 @@ from rooftui.core.lengths import parse_distribution
 from rooftui.core.model import load_model
 from rooftui.core.point import PointConfig
 from rooftui.core.workloads import Workload, load_workload
+from rooftui.sweeps import optimize as optimize_search
 from rooftui.sweeps.optimize import (
     REASONS,
     Candidate,
@@ -222,3 +223,50 @@ def test_pareto_frontier_keeps_the_undominated():
     frontier = pareto_frontier(points)
     assert [c.max_batch for c in frontier] == [64, 16, 8]
     assert all(math.isclose(c.tokens_per_s_per_gpu, c.rate * 100) for c in frontier)
+
+
+# --- the rate search from a hint ---------------------------------------------------------
+
+class Threshold:
+    """A stand-in for the simulations: rates up to `limit` meet the objective; counts the
+    queries."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit, self.queries = limit, []
+
+    def __call__(self, rate: float) -> bool:
+        assert rate not in self.queries  # a rate is simulated once
+        self.queries.append(rate)
+        return rate <= self.limit
+
+
+@settings(max_examples=300, deadline=None)
+@given(capacity=st.floats(0.01, 1e4), share=st.floats(0.001, 1.0),
+       hint=st.none() | st.floats(0.001, 0.9999), tolerance=st.sampled_from([1e-6, 0.005, 0.02, 0.1]))
+def test_a_hint_never_changes_the_sustained_rate(capacity, share, hint, tolerance):
+    """Monotone outcomes: the bisection from the capacity and the search from any hint end
+    on the same float."""
+    plain = optimize_search._sustained_rate(capacity, Threshold(capacity * share), tolerance)
+    hinted = optimize_search._sustained_rate(capacity, Threshold(capacity * share), tolerance,
+                                             hint)
+    assert hinted == plain
+
+
+@settings(max_examples=200, deadline=None)
+@given(capacity=st.floats(0.01, 1e4), share=st.floats(0.016, 0.999),
+       tolerance=st.sampled_from([1e-6, 0.005, 0.02, 0.1]))
+def test_a_hint_at_the_answer_simulates_its_two_neighbours(capacity, share, tolerance):
+    """A hint at the answer's share of the capacity: the answer and the grid rate above it
+    (none when that is the capacity), nothing else."""
+    answer = optimize_search._sustained_rate(capacity, Threshold(capacity * share), tolerance)
+    assume(answer is not None)
+    simulations = Threshold(capacity * share)
+    assert optimize_search._sustained_rate(capacity, simulations, tolerance,
+                                           answer / capacity) == answer
+    assert simulations.queries[0] == answer and len(simulations.queries) <= 2
+
+
+def test_every_predecessor_comes_first_and_neighbours_its_candidate():
+    predecessors = optimize_search.search_predecessors(3, 4)
+    assert predecessors == [None, 0, 1, 2, 0, 4, 5, 6, 4, 8, 9, 10]
+    assert all(before is None or before < index for index, before in enumerate(predecessors))
