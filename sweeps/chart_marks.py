@@ -261,6 +261,10 @@ def note_chart(alt, text: str, reason: str) -> alt.TopLevelMixin:
         text="message:N").properties(title=text, width=WIDTH, height=80, name="note")
 
 
+def columns_of(frame: Frame) -> list[str]:
+    return frame.lazy().collect_schema().names()
+
+
 def has_columns(frame: Frame, *columns: str) -> bool:
-    present = frame.lazy().collect_schema().names()
+    present = columns_of(frame)
     return all(column in present for column in columns)

@@ -195,6 +195,54 @@ def _pick_within(pl, axis: str, rule: str):
         rule, column.unique().sort().get((column.n_unique() - 1) // 2))
 
 
+@dataclass(frozen=True)
+class SliceRequest:
+    """What a chart asks `take_slice` for (its arguments, see there), so that the rows it
+    draws can also be cut from each shard as it is written (`rows`). `whole`: column
+    groups the chart reads every combination of, from all the rows (the intensity
+    chart's ridges)."""
+
+    shown: Mapping[str, int]
+    metrics: Sequence[str]
+    prefer: Mapping[str, str] | None = None
+    rows_per_point: int = 1
+    menus: Sequence[str] = ()
+    menu_over: Sequence[str] | None = None
+    whole: Sequence[tuple[str, ...]] = ()
+
+    def take(self, frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+             axes: Dimensions | None = None,
+             grid: Mapping[str, Any] | None = None) -> ChartSlice:
+        return take_slice(frame, self.shown, self.metrics, fixed=fixed, axes=axes,
+                          prefer=self.prefer, rows_per_point=self.rows_per_point, grid=grid,
+                          menus=self.menus, menu_over=self.menu_over)
+
+    def rows(self, columns: Sequence[str], *, fixed: Mapping[str, Any] | None = None,
+             axes: Dimensions | None = None, grid: Mapping[str, Any] | None = None):
+        """A polars predicate true on every row of results with `columns` that `take`
+        draws, and on the first row of each combination of a `whole` group; None when
+        it would need the rows themselves (no `axes`: a window over the rows; a shown or
+        fixed axis the grid does not declare: its values). Its filters are the slice's
+        own, each on one row, so the rows it keeps of each shard, put together in the
+        shards' order, give `take` the same slice and `whole` the same combinations as
+        all the results. A fixed value the grid lacks raises `take`'s SpecError."""
+        import polars as pl
+
+        if axes is None:
+            return None
+        shown_axes, dimensions, distinct, unknown = _layout(columns, self.shown, fixed, axes)
+        if unknown:
+            return None
+        plan = _plan(pl, self.shown, shown_axes, dimensions, distinct, columns, self.metrics,
+                     fixed=fixed, windows=False, prefer=self.prefer,
+                     rows_per_point=self.rows_per_point, grid=grid, menus=self.menus,
+                     menu_over=self.menu_over)
+        drawn = pl.all_horizontal(plan.filters) if plan.filters else pl.lit(True)
+        firsts = [pl.struct(group).is_first_distinct() for group in self.whole
+                  if set(group) <= set(columns)]
+        return pl.any_horizontal(drawn, *firsts) if firsts else drawn
+
+
 def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *,
                fixed: Mapping[str, Any] | None = None,
                axes: Dimensions | None = None,
@@ -233,6 +281,32 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
 
     lazy = frame.lazy()
     present = lazy.collect_schema().names()
+    shown_axes, dimensions, distinct, unknown = _layout(present, shown, fixed, axes)
+    if unknown:
+        found = lazy.select(pl.col(a).drop_nulls().unique().sort().implode()
+                            for a in unknown).collect()
+        distinct |= {a: found[a][0].to_list() for a in unknown}
+    plan = _plan(pl, shown, shown_axes, dimensions, distinct, present, metrics, fixed=fixed,
+                 windows=axes is None, prefer=prefer, rows_per_point=rows_per_point,
+                 grid=grid, menus=menus, menu_over=menu_over)
+    for condition in plan.filters:  # in turn: a window sees the rows the others left
+        lazy = lazy.filter(condition)
+    # One row per shown combination, even if a column varies that no one declared an
+    # axis (a frame passed without its manifest, with a column this module does not know).
+    data = (lazy.with_columns(plan.flags)
+            .select(list(dict.fromkeys(plan.shown + plan.chosen + plan.wanted
+                                       + plan.flag_names)))
+            .unique(subset=plan.shown, keep="first").sort(plan.shown).collect())
+    held = {a: data[a][0] for a in plan.chosen if data.height and data[a].n_unique() == 1}
+    data = tidy(pl, data.select(plan.shown + plan.wanted + plan.flag_names))
+    return ChartSlice(data=data, kept=plan.kept, fixed=held, native=plan.native,
+                      menus=plan.menus, opening=plan.opening, menu_over=plan.over)
+
+
+def _layout(present: Sequence[str], shown: Mapping[str, int],
+            fixed: Mapping[str, Any] | None, axes: Dimensions | None):
+    """(the shown axes present, the dimensions to hold, each axis's values known from
+    the grid, the axes whose values only the rows tell)."""
     shown_axes = [a for a in shown if a in present]
     distinct: dict[str, list] = {}
     if axes is None:
@@ -244,10 +318,35 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
         dimensions = [d for d in dimensions if d and not set(d) & set(shown_axes)]
     held_axes = [a for d in dimensions for a in d]
     unknown = [a for a in shown_axes + held_axes if a not in distinct]
-    if unknown:
-        found = lazy.select(pl.col(a).drop_nulls().unique().sort().implode()
-                            for a in unknown).collect()
-        distinct |= {a: found[a][0].to_list() for a in unknown}
+    return shown_axes, dimensions, distinct, unknown
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A slice before any row is read: its filters (applied in order), the `<axis>_own`
+    flag columns, the columns it selects and what its `ChartSlice` records."""
+
+    filters: list
+    flags: list
+    flag_names: list[str]
+    shown: list[str]  # the shown axes and the menus: one row per combination
+    chosen: list[str]  # held axes with more than one value (their held value recorded)
+    wanted: list[str]
+    kept: dict[str, list]
+    native: dict[str, dict[str, Any]]
+    menus: dict[str, Any]
+    opening: dict[str, Any]
+    over: tuple[str, ...]
+
+
+def _plan(pl, shown: Mapping[str, int], shown_axes: list[str], dimensions: list[tuple[str, ...]],
+          distinct: dict[str, list], present: Sequence[str], metrics: Sequence[str], *,
+          fixed: Mapping[str, Any] | None, windows: bool, prefer: Mapping[str, str] | None,
+          rows_per_point: int, grid: Mapping[str, Any] | None, menus: Sequence[str],
+          menu_over: Sequence[str] | None) -> _Plan:
+    """`take_slice`'s choices from the axes' values alone (`windows`: hold each axis
+    within each combination of the shown axes, from the rows)."""
+    held_axes = [a for d in dimensions for a in d]
     rules = {**REPRESENTATIVE, **(prefer or {})}
     kept = _fit({a: distinct[a] for a in shown_axes}, shown, MAX_ROWS // rows_per_point,
                 last=CUT_LAST)
@@ -262,7 +361,13 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
     native = {a: own for a, own in native.items() if own}
 
     def own_value(axis: str):
-        return pl.col("model").cast(pl.String).replace_strict(native[axis], default=None)
+        # each model's own value, null for any other: a chain of comparisons, a tenth of
+        # the cost of mapping the names (the Categorical cast to strings first)
+        (model, value), *others = native[axis].items()
+        chain = pl.when(pl.col("model") == model).then(pl.lit(value))
+        for model, value in others:
+            chain = chain.when(pl.col("model") == model).then(pl.lit(value))
+        return chain.otherwise(None)
 
     over = [a for a in (shown_axes if menu_over is None else menu_over) if a in kept]
     opening = {a: _opening(kept[a], distinct[a], rules.get(a, "median")) for a in kept}
@@ -277,12 +382,13 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
                              {a: set(own.values()) for a, own in native.items()})
     chosen_menus = {a: OWN if a in native else _pick(distinct[a], rules.get(a, "median"))
                     for a in menu_values}
+    filters, flags = [], []
+    shown_axes = list(shown_axes)
     if chosen_menus:
         dimensions = [d for d in dimensions if not set(d) & set(chosen_menus)]
         held_axes = [a for d in dimensions for a in d]
         kept |= menu_values
-    for axis in shown_axes + list(chosen_menus):
-        lazy = lazy.filter(pl.col(axis).is_in(kept[axis]))
+    filters += [pl.col(axis).is_in(kept[axis]) for axis in shown_axes + list(chosen_menus)]
     if chosen_menus:
         # a star around the opening values: each menu's other values with every other
         # menu at its opening, over the `over` axes only (the rows stay within budget)
@@ -290,10 +396,10 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
             (pl.col(a) != (own_value(a) if v == OWN else pl.lit(v))).cast(pl.Int32)
             for a, v in chosen_menus.items()])
         still = [pl.col(a) == opening[a] for a in shown_axes if a not in over]
-        lazy = lazy.filter((away == 0) | ((away == 1) & pl.all_horizontal(still))
-                           if still else away <= 1)
-        lazy = lazy.with_columns((pl.col(a) == own_value(a)).alias(f"{a}_own")
-                                 for a, v in chosen_menus.items() if v == OWN)
+        filters.append((away == 0) | ((away == 1) & pl.all_horizontal(still))
+                       if still else away <= 1)
+        flags = [(pl.col(a) == own_value(a)).alias(f"{a}_own")
+                 for a, v in chosen_menus.items() if v == OWN]
         shown_axes += list(chosen_menus)
     for dimension in dimensions:
         given = [a for a in dimension if fixed and a in fixed]
@@ -307,22 +413,17 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
                 value = own_value(axis)
             elif len(distinct[axis]) < 2:
                 continue
-            elif axes is None and shown_axes:
+            elif windows and shown_axes:
                 value = _pick_within(pl, axis, rule).over(shown_axes)
             else:
                 value = _pick(distinct[axis], rule)
-            lazy = lazy.filter(pl.col(axis) == value)
-    chosen = [a for a in held_axes if len(distinct[a]) > 1]
-    wanted = [m for m in metrics if m in present and m not in shown_axes]
-    flags = [f"{a}_own" for a, v in chosen_menus.items() if v == OWN]
-    # One row per shown combination, even if a column varies that no one declared an
-    # axis (a frame passed without its manifest, with a column this module does not know).
-    data = (lazy.select(list(dict.fromkeys(shown_axes + chosen + wanted + flags)))
-            .unique(subset=shown_axes, keep="first").sort(shown_axes).collect())
-    held = {a: data[a][0] for a in chosen if data.height and data[a].n_unique() == 1}
-    data = tidy(pl, data.select(shown_axes + wanted + flags))
-    return ChartSlice(data=data, kept=kept, fixed=held, native=native, menus=chosen_menus,
-                      opening=opening, menu_over=tuple(over))
+            filters.append(pl.col(axis) == value)
+    return _Plan(filters=filters, flags=flags,
+                 flag_names=[f"{a}_own" for a, v in chosen_menus.items() if v == OWN],
+                 shown=shown_axes, chosen=[a for a in held_axes if len(distinct[a]) > 1],
+                 wanted=[m for m in metrics if m in present and m not in shown_axes],
+                 kept=kept, native=native, menus=chosen_menus, opening=opening,
+                 over=tuple(over))
 
 
 def _with_representative(kept: list, values: list, rule: str) -> list:

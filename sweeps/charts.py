@@ -111,6 +111,8 @@ from rooftui.sweeps.charts_step import (
 if TYPE_CHECKING:
     import altair as alt
 
+    from rooftui.sweeps.chart_rows import ChartRows
+
 __all__ = ["AXES", "AXIS_COLUMNS", "CHARTS", "CUT_LAST", "DEFAULT_CHARTS", "EMBED_OPTIONS",
            "KIND_CHARTS", "LABELS", "MAX_ROWS", "PNG_SCALE", "SERVING_AXES", "ChartSettings",
            "ChartSlice", "_fit", "_with_best", "attention_share_chart", "chart_paths",
@@ -226,7 +228,7 @@ def declared_axes(manifest: dict) -> list[dict[str, list]] | None:
             for dimension in dimensions if isinstance(dimension, list)]
 
 
-def _chart_plan(result_dir: Path, names, only, png: bool, svg: bool):
+def chart_plan(result_dir: Path, names, only, png: bool, svg: bool):
     """(manifest, settings, {chart name: its files}) of a render."""
     from rooftui.sweeps.results import read_manifest
 
@@ -251,7 +253,7 @@ def stale_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = No
     older than the newest shard: what a rerun renders (a kill during rendering, or data
     recomputed since, leaves them so)."""
     result_dir = Path(out_dir)
-    return _stale(result_dir, _chart_plan(result_dir, names, None, False, False)[2])
+    return _stale(result_dir, chart_plan(result_dir, names, None, False, False)[2])
 
 
 def _stale(result_dir: Path, files: Mapping[str, list[Path]]) -> list[str]:
@@ -269,7 +271,8 @@ def _stale(result_dir: Path, files: Mapping[str, list[Path]]) -> list[str]:
 
 def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = None, *,
                   only: Sequence[str] | None = None, png: bool = False,
-                  svg: bool = False, stale_only: bool = False) -> list[Path]:
+                  svg: bool = False, stale_only: bool = False,
+                  rows: ChartRows | None = None) -> list[Path]:
     """Render a result directory's charts into `out_dir/charts/`; return the files written.
 
     `names`: chart names, or a whole `[charts]` table; default: the manifest's `[charts]`
@@ -278,7 +281,9 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
     With any chart written, `charts/index.html` (the dashboard: the grid's summary and
     a link to every chart of the folder) is rewritten and listed last.
     One process renders a folder's charts at a time (its charts claim), and it clears
-    the temporary files a killed renderer left.
+    the temporary files a killed renderer left. `rows`: the rows the charts it names
+    draw, cut from the shards as they were written (`chart_rows`), which those charts
+    are built from instead of the folder.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -287,8 +292,9 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
     from rooftui.sweeps.shard_files import CHARTS_CLAIM, claim
 
     result_dir = Path(out_dir)
-    manifest, settings, files = _chart_plan(result_dir, names, only, png, svg)
-    frame = scan_results(result_dir)
+    manifest, settings, files = chart_plan(result_dir, names, only, png, svg)
+    cut = rows.charts if rows is not None else ()
+    folder = scan_results(result_dir) if set(files) - set(cut) else None
     charts_dir = make_folder(result_dir / "charts")
     axes = declared_axes(manifest)
     written = []
@@ -299,6 +305,7 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
         todo = [name for name in files if name in stale]
 
         def build(name: str):
+            frame = rows.frame if name in cut else folder
             return CHARTS[name](frame, fixed=settings.fixed, axes=axes, grid=manifest)
 
         # two builds at once: one's parquet scan (polars, no GIL) runs while the other

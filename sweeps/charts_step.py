@@ -4,7 +4,7 @@ context, attention's share and each GPU's time split (see `rooftui.sweeps.charts
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftui.sweeps.chart_marks import (
@@ -14,6 +14,7 @@ from rooftui.sweeps.chart_marks import (
     PART_LABELS,
     WIDTH,
     capped,
+    columns_of,
     dropdown_params,
     empty_chart,
     highlight,
@@ -29,11 +30,11 @@ from rooftui.sweeps.chart_marks import (
 from rooftui.sweeps.chart_slices import (
     LABELS,
     ChartSlice,
+    SliceRequest,
     positive,
     rounded,
     show,
     spread,
-    take_slice,
     tidy,
 )
 
@@ -43,10 +44,26 @@ LOG_Y = "log_y"  # the throughput chart's log/linear toggle (tokens/s spans deca
 STEP_MENUS = ("context", "kv_dtype", "mfu_assumed", "prefill", "group_size", "compute_dtype",
               "weight_dtype", "tp")
 
+RIDGES = ("gpu", "compute_dtype", "ridge")  # every GPU's ridge, from all the rows
+
 if TYPE_CHECKING:
     import altair as alt
 
     from rooftui.sweeps.chart_slices import Dimensions, Frame
+
+ROOFLINE_PARTS = ("gemm", "attention", "step")
+
+
+def roofline_slice(columns: Sequence[str]) -> SliceRequest:
+    """What the roofline draws of results with `columns` (also what `sweep run` cuts
+    from each shard for it)."""
+    metrics = ["peak_flops", "bandwidth_bytes_per_s", "flops", "step_time_s", "intensity",
+               "bound", *MEMORY_COLUMNS] + [f"{p}_{m}" for p in ROOFLINE_PARTS[:2]
+                                            for m in ("flops", "time_s", "intensity", "bound")]
+    return SliceRequest({"gpu": 8, "compute_dtype": 3, "model": 12, "batch": 12}, metrics,
+                        rows_per_point=len(ROOFLINE_PARTS), menus=STEP_MENUS,
+                        menu_over=("gpu", "model", "batch"))
+
 
 def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                    axes: Dimensions | None = None,
@@ -62,13 +79,9 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
 
     alt = import_altair()
     title = "Roofline: where the step's parts sit"
-    parts = ("gemm", "attention", "step")
-    metrics = ["peak_flops", "bandwidth_bytes_per_s", "flops", "step_time_s", "intensity",
-               "bound", *MEMORY_COLUMNS] + [f"{p}_{m}" for p in parts[:2]
-                                            for m in ("flops", "time_s", "intensity", "bound")]
-    chart_slice = take_slice(frame, {"gpu": 8, "compute_dtype": 3, "model": 12, "batch": 12},
-                             metrics, fixed=fixed, axes=axes, rows_per_point=len(parts),
-                             grid=grid, menus=STEP_MENUS, menu_over=("gpu", "model", "batch"))
+    parts = ROOFLINE_PARTS
+    chart_slice = roofline_slice(columns_of(frame)).take(frame, fixed=fixed, axes=axes,
+                                                         grid=grid)
     held_menus = chart_slice.menu_columns
     data = with_memory_note(pl, chart_slice.data, grid)
     if "compute_dtype" not in data.columns:
@@ -177,6 +190,13 @@ def _pick_dtype(chart_slice: ChartSlice) -> Any:
     return "bf16" if "bf16" in values else (values[0] if values else None)
 
 
+def throughput_slice(columns: Sequence[str]) -> SliceRequest:
+    return SliceRequest({"gpu": 16, "model": 12, "context": 8, "batch": 24},
+                        ["tokens_per_s", "per_user_tokens_per_s", "step_time_s",
+                         "attention_share", "max_batch", *MEMORY_COLUMNS],
+                        menus=STEP_MENUS, menu_over=("gpu", "model", "batch"))
+
+
 def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                               axes: Dimensions | None = None,
                               grid: Mapping[str, Any] | None = None) -> alt.TopLevelMixin:
@@ -189,11 +209,8 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
 
     alt = import_altair()
     title = "Decode throughput vs batch"
-    chart_slice = take_slice(
-        frame, {"gpu": 16, "model": 12, "context": 8, "batch": 24},
-        ["tokens_per_s", "per_user_tokens_per_s", "step_time_s", "attention_share",
-         "max_batch", *MEMORY_COLUMNS], fixed=fixed, axes=axes, grid=grid,
-        menus=STEP_MENUS, menu_over=("gpu", "model", "batch"))
+    chart_slice = throughput_slice(columns_of(frame)).take(frame, fixed=fixed, axes=axes,
+                                                           grid=grid)
     held_menus = chart_slice.menu_columns
     data = chart_slice.data.filter(positive(pl, "batch", "tokens_per_s"))
     if data.is_empty():
@@ -266,6 +283,16 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
         grid=grid, menus=("gpu", "model")))
 
 
+def _group_axis(columns: Sequence[str]) -> str:
+    return "group_size" if "group_size" in columns else "kv_heads"
+
+
+def intensity_slice(columns: Sequence[str]) -> SliceRequest:
+    return SliceRequest({"model": 12, _group_axis(columns): 8, "context": 32},
+                        ["intensity_ceiling", "intensity", "batch", *MEMORY_COLUMNS],
+                        prefer={"batch": "max"}, menus=STEP_MENUS, whole=(RIDGES,))
+
+
 def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                             axes: Dimensions | None = None,
                             grid: Mapping[str, Any] | None = None) -> alt.TopLevelMixin:
@@ -278,12 +305,9 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
 
     alt = import_altair()
     title = "Decode intensity ceiling vs context"
-    lazy = frame.lazy()
-    group = "group_size" if "group_size" in lazy.collect_schema().names() else "kv_heads"
-    chart_slice = take_slice(frame, {"model": 12, group: 8, "context": 32},
-                             ["intensity_ceiling", "intensity", "batch", *MEMORY_COLUMNS],
-                             fixed=fixed, axes=axes, prefer={"batch": "max"}, grid=grid,
-                             menus=STEP_MENUS)
+    columns = columns_of(frame)
+    group = _group_axis(columns)
+    chart_slice = intensity_slice(columns).take(frame, fixed=fixed, axes=axes, grid=grid)
     data = chart_slice.data.filter(positive(pl, "context", "intensity_ceiling")).rename(
         {group: "group", "intensity_ceiling": "ceiling"})
     if data.is_empty():
@@ -292,7 +316,9 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
     data = with_memory_note(pl, data if "fits" in data.columns
                             else data.with_columns(fits=pl.lit(True)), grid, gpu=held_gpu)
     held_dtype = chart_slice.fixed.get("compute_dtype")
-    all_ridges = (lazy.select("gpu", "compute_dtype", "ridge").unique().sort("ridge")
+    # ties in ridge ordered by name: which GPUs are spread below never depends on the
+    # order the rows came in
+    all_ridges = (frame.lazy().select(RIDGES).unique().sort("ridge", "gpu", "compute_dtype")
                   .collect().filter(positive(pl, "ridge"))
                   .with_columns(pl.col("gpu", "compute_dtype").cast(pl.String)))
     is_held = ((pl.col("gpu") == held_gpu) if held_gpu is not None else pl.lit(False)) & (
@@ -368,6 +394,13 @@ SHARE_BANDS = 10  # the heatmap's colour classes, so that its legend can select 
 BAND_WIDTH = 100 // SHARE_BANDS
 
 
+def attention_slice(columns: Sequence[str]) -> SliceRequest:
+    return SliceRequest({"gpu": 16, "model": 12, "batch": 16, "context": 16},
+                        ["attention_share", "step_time_s", "tokens_per_s", "bound",
+                         *MEMORY_COLUMNS], menus=STEP_MENUS,
+                        menu_over=("model", "batch", "context"))
+
+
 def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                           axes: Dimensions | None = None,
                           grid: Mapping[str, Any] | None = None) -> alt.TopLevelMixin:
@@ -378,11 +411,8 @@ def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
 
     alt = import_altair()
     title = "Attention's share of the decode step"
-    chart_slice = take_slice(
-        frame, {"gpu": 16, "model": 12, "batch": 16, "context": 16},
-        ["attention_share", "step_time_s", "tokens_per_s", "bound", *MEMORY_COLUMNS],
-        fixed=fixed, axes=axes, grid=grid, menus=STEP_MENUS,
-        menu_over=("model", "batch", "context"))
+    chart_slice = attention_slice(columns_of(frame)).take(frame, fixed=fixed, axes=axes,
+                                                          grid=grid)
     data = chart_slice.data.filter(pl.col("attention_share").is_not_null())
     if data.is_empty():
         return empty_chart(alt, title, "no step with a finite attention share in these results")
@@ -429,6 +459,19 @@ def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
                            menus=("gpu", "model")))
 
 
+def _time_parts(columns: Sequence[str]) -> list[str]:
+    return [p for p in ("gemm", "attention", "activations", "communication")
+            if f"{p}_time_s" in columns]
+
+
+def gpu_comparison_slice(columns: Sequence[str]) -> SliceRequest:
+    parts = _time_parts(columns)
+    return SliceRequest({"gpu": 8, "model": 12, "batch": 12},
+                        [f"{p}_time_s" for p in parts]
+                        + ["step_time_s", "tokens_per_s", *MEMORY_COLUMNS],
+                        rows_per_point=len(parts), menus=STEP_MENUS)
+
+
 def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                          axes: Dimensions | None = None,
                          grid: Mapping[str, Any] | None = None) -> alt.TopLevelMixin:
@@ -439,14 +482,9 @@ def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None
 
     alt = import_altair()
     title = "Where the step's time goes, GPU by GPU"
-    present = frame.lazy().collect_schema().names()
-    parts = [p for p in ("gemm", "attention", "activations", "communication")
-             if f"{p}_time_s" in present]
-    chart_slice = take_slice(
-        frame, {"gpu": 8, "model": 12, "batch": 12},
-        [f"{p}_time_s" for p in parts] + ["step_time_s", "tokens_per_s", *MEMORY_COLUMNS],
-        fixed=fixed, axes=axes, rows_per_point=len(parts), grid=grid,
-        menus=STEP_MENUS)
+    columns = columns_of(frame)
+    parts = _time_parts(columns)
+    chart_slice = gpu_comparison_slice(columns).take(frame, fixed=fixed, axes=axes, grid=grid)
     steps = chart_slice.data
     steps = with_memory_note(pl, steps if "fits" in steps.columns
                              else steps.with_columns(fits=pl.lit(True)), grid)
@@ -490,3 +528,10 @@ def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None
                            "axis; faded: weights + KV exceed GPU memory (cut to the tallest "
                            "step that fits, the reason in the tooltip)", grid=grid,
                            menus=("model",)))
+
+
+# each step chart's request, by its name in the catalogue: what `sweep run` cuts from
+# each shard as it is written, so that its charts start from those rows
+STEP_SLICES = {"roofline": roofline_slice, "throughput_vs_batch": throughput_slice,
+               "intensity_ceiling": intensity_slice, "attention_share": attention_slice,
+               "gpu_comparison": gpu_comparison_slice}

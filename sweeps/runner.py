@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,6 +65,9 @@ from rooftui.sweeps.shard_files import (
     temporary_path,
     write_checksum,
 )
+
+if TYPE_CHECKING:
+    from rooftui.sweeps.chart_rows import RowCollector
 
 # Encoding dominates the run: lz4 writes ~2x faster than zstd level 1 for files ~30 %
 # larger (53 vs 41 B per row on specs/grid.toml). Statistics (for row-group skipping when
@@ -318,7 +321,7 @@ def compute_shard(task: ShardTask) -> tuple[int, str]:
                                        keep_complete=task.keep_complete)
 
 
-def _run_inline(sweep, layout, tasks, progress) -> dict[int, str]:
+def _run_inline(sweep, layout, tasks, progress, landed) -> dict[int, str]:
     done = {}
     for task in tasks:
         done[task.index] = claim_and_write(
@@ -326,10 +329,13 @@ def _run_inline(sweep, layout, tasks, progress) -> dict[int, str]:
             keep_complete=task.keep_complete, on_points=progress.advance)
         if done[task.index] == "complete":  # written by another process
             progress.advance(_points(layout, task.index))
+        if done[task.index] != "busy":
+            landed(task.index)
     return done
 
 
-def _run_processes(tasks: list[ShardTask], layout, workers, progress) -> dict[int, str]:
+def _run_processes(tasks: list[ShardTask], layout, workers, progress, landed
+                   ) -> dict[int, str]:
     import multiprocessing
 
     # Linux: fork, so a worker starts with the modules and the sweep already loaded (a
@@ -348,13 +354,15 @@ def _run_processes(tasks: list[ShardTask], layout, workers, progress) -> dict[in
                 index, done[index] = future.result()
                 if done[index] != "busy":
                     progress.advance(_points(layout, index))
+                    landed(index)
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
     return done
 
 
-def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress) -> dict[int, str]:
+def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress, landed
+              ) -> dict[int, str]:
     try:
         from dask.distributed import Client, LocalCluster
         from dask.distributed import as_completed as dask_completed
@@ -374,6 +382,7 @@ def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress) -> d
             index, done[index] = future.result()
             if done[index] != "busy":
                 progress.advance(_points(layout, index))
+                landed(index)
     finally:
         client.close()
         if cluster is not None:
@@ -464,13 +473,15 @@ def run_sweep(sweep: Sweep, options: RunOptions, progress: Progress) -> dict[str
     tasks = [ShardTask(grid.text, str(grid.path.resolve()), str(out_dir.resolve()),
                        layout.shard_size, index, environment,
                        keep_complete=not options.force) for index in todo]
-    outcomes = _run(sweep, layout, tasks, options, progress)
+    rows = _chart_rows(out_dir, grid, options)
+    landed = rows.landed if rows is not None else lambda index: None
+    outcomes = _run(sweep, layout, tasks, options, progress, landed)
     # shards another process held: wait for it, then take over what it did not finish
     held = [replace(task, wait=True, keep_complete=True) for task in tasks
             if outcomes[task.index] == "busy"]
     if held:
         progress.note(f"waiting for {len(held):,} shards another process is computing ...")
-        outcomes |= _run(sweep, layout, held, options, progress)
+        outcomes |= _run(sweep, layout, held, options, progress, landed)
     progress.finish()
 
     written = [i for i in todo if outcomes[i] == "written"]
@@ -485,7 +496,7 @@ def run_sweep(sweep: Sweep, options: RunOptions, progress: Progress) -> dict[str
     seconds = time.perf_counter() - started
     charts_seconds = None
     if complete and options.charts:
-        charts_seconds = _render_charts(out_dir, grid, progress)
+        charts_seconds = _render_charts(out_dir, grid, layout, progress, rows)
     points_computed = sum(_points(layout, i) for i in written)
     return {
         "out_dir": str(out_dir),
@@ -507,29 +518,44 @@ def run_sweep(sweep: Sweep, options: RunOptions, progress: Progress) -> dict[str
     }
 
 
-def _run(sweep, layout, tasks: list[ShardTask], options: RunOptions, progress
-         ) -> dict[int, str]:
-    """Each task's outcome (`claim_and_write`'s word), on the chosen executor."""
+def _run(sweep, layout, tasks: list[ShardTask], options: RunOptions, progress,
+         landed: Callable[[int], None]) -> dict[int, str]:
+    """Each task's outcome (`claim_and_write`'s word), on the chosen executor;
+    `landed(index)` as each shard is complete (written here or by another process)."""
     if not tasks:
         return {}
     if options.executor == "dask":
-        return _run_dask(tasks, layout, options.workers, options.scheduler, progress)
+        return _run_dask(tasks, layout, options.workers, options.scheduler, progress, landed)
     if options.workers > 1 and len(tasks) > 1:
-        return _run_processes(tasks, layout, options.workers, progress)
-    return _run_inline(sweep, layout, tasks, progress)
+        return _run_processes(tasks, layout, options.workers, progress, landed)
+    return _run_inline(sweep, layout, tasks, progress, landed)
 
 
-def _render_charts(out_dir: Path, grid: Grid, progress: Progress) -> float | None:
+def _chart_rows(out_dir: Path, grid: Grid, options: RunOptions) -> RowCollector | None:
+    """What the run keeps of each shard for its charts as the shard lands (see
+    `chart_rows`); None without charts or when none can be cut ahead."""
+    if not options.charts:
+        return None
+    from rooftui.sweeps.chart_rows import RowCollector, plan_cut
+
+    cut = plan_cut(out_dir, grid.charts)
+    return None if cut is None else RowCollector(cut, lambda i: shard_path(out_dir, i))
+
+
+def _render_charts(out_dir: Path, grid: Grid, layout: Layout, progress: Progress,
+                   rows: RowCollector | None) -> float | None:
     """The grid's `[charts]` that are missing or older than the data, once the dataset
-    is complete (so a run killed while rendering renders them on the rerun); the
-    seconds it took, None when every chart was up to date."""
+    is complete (so a run killed while rendering renders them on the rerun), from the
+    rows cut as the shards landed where there are; the seconds it took, None when every
+    chart was up to date."""
     from rooftui.sweeps.charts import render_charts, stale_charts
 
     if not stale_charts(out_dir, grid.charts):
         return None
     progress.note("rendering the grid's charts ...")
     began = time.perf_counter()
-    render_charts(out_dir, grid.charts, only=None, stale_only=True)
+    render_charts(out_dir, grid.charts, only=None, stale_only=True,
+                  rows=rows.gather(layout.shards) if rows is not None else None)
     return time.perf_counter() - began
 
 

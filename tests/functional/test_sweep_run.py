@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
-from rooftui.sweeps import runner
+from rooftui.sweeps import chart_rows, runner
 from rooftui.sweeps.evaluate import EVALUATION_POINTS
 from rooftui.sweeps.grid import load_grid, parse_grid
 from rooftui.sweeps.results import read_manifest, scan_results
@@ -318,6 +318,7 @@ def test_run_renders_the_grids_charts(grid_file, tmp_path, monkeypatch):
     fake.chart_settings = lambda table, where, **_: None  # grids validate [charts] on load
     fake.stale_charts = lambda out_dir, names: list(names["names"])
     monkeypatch.setitem(sys.modules, "rooftui.sweeps.charts", fake)
+    monkeypatch.setattr(chart_rows, "plan_cut", lambda out_dir, names: None)  # no catalogue
     out = tmp_path / "out"
     sweep("run", grid_file, "--out", out, "--json")
     assert calls == [(out, {"names": ["roofline"]}, None)]

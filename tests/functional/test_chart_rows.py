@@ -1,0 +1,171 @@
+"""`sweep run` builds its charts from the rows it cut from each shard as it landed
+(`chart_rows`): the same charts as `sweep chart DIR` builds from the folder."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rooftui.sweeps import charts
+from rooftui.sweeps.chart_rows import RowCollector, plan_cut
+from rooftui.sweeps.charts_step import STEP_SLICES
+from rooftui.sweeps.results import read_manifest, scan_results
+from tests.conftest import run_sweep
+
+# menus on every held axis, group size held at each model's own, a zipped pair, a
+# prefill axis: every kind of filter a step chart's slice has
+GRID = """
+name = "chart-rows"
+kind = "step"
+skip_unsupported = true  # A100 x fp8: rows some shards lack
+
+[axes]
+gpu = ["h100-sxm", "a100-80gb", "h200"]
+model = ["llama-3-8b", "llama-2-7b", "llama-3-70b"]
+weight_dtype = ["bf16", "fp8"]
+compute_dtype = ["bf16", "fp8"]
+kv_dtype = ["bf16", "fp8"]
+group_size = [1, 4, 8]
+prefill = [0, 2048]
+context = [1024, 8192, 32768]
+batch = [1, 8, 32, 128, 512]
+
+[[zip]]
+axes = ["weight_dtype", "compute_dtype"]
+"""
+
+
+def page_specs(charts_dir: Path) -> dict[str, dict]:
+    """Each chart page's Vega-Lite spec, its CSV datasets as sorted rows (row order is
+    not part of a chart)."""
+    specs = {}
+    for page in sorted(charts_dir.glob("*.html")):
+        if page.name == "index.html":
+            continue
+        text = page.read_text(encoding="utf-8")
+        spec = json.loads(re.search(r"const spec = (.*);\n  const embedOpt", text, re.S)[1])
+        spec["datasets"] = {name: sorted(csv.reader(io.StringIO(rows)))
+                            if isinstance(rows, str) else rows
+                            for name, rows in spec["datasets"].items()}
+        specs[page.stem] = spec
+    return specs
+
+
+def grid_file(tmp_path: Path, text: str = GRID) -> Path:
+    path = tmp_path / "grid.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def result_dir(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("chart-rows")
+    out = base / "out"
+    run_sweep("run", grid_file(base), "--out", out, "--shard-size", "1000")
+    return out
+
+
+def rerendered(out: Path, tmp_path: Path) -> dict[str, dict]:
+    """`sweep chart` of a copy of `out`: the charts from the folder alone."""
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shutil.rmtree(copy / "charts")
+    run_sweep("chart", copy)
+    return page_specs(copy / "charts")
+
+
+def test_every_default_chart_of_a_step_grid_is_cut(result_dir):
+    cut = plan_cut(result_dir)
+    assert cut is not None and set(cut.charts) == set(charts.DEFAULT_CHARTS)
+    assert read_manifest(result_dir)["shards"] > 3  # the rows came from several shards
+
+
+def test_run_charts_equal_chart_from_the_folder(result_dir, tmp_path):
+    made = page_specs(result_dir / "charts")
+    assert set(made) == set(charts.DEFAULT_CHARTS)
+    assert made == rerendered(result_dir, tmp_path)
+
+
+def test_a_resumed_run_cuts_the_shards_it_did_not_write(tmp_path):
+    grid = grid_file(tmp_path)
+    out = tmp_path / "out"
+    run_sweep("run", grid, "--out", out, "--shard-size", "1000", "--shard", "0/2")
+    assert not list((out / "charts").glob("*.html"))  # incomplete: no charts yet
+    run_sweep("run", grid, "--out", out, "--shard-size", "1000")
+    made = page_specs(out / "charts")
+    assert set(made) == set(charts.DEFAULT_CHARTS)
+    assert made == rerendered(out, tmp_path)
+
+
+def test_a_chart_held_at_a_fixed_value_is_cut_too(tmp_path):
+    grid = grid_file(tmp_path, GRID + '\n[charts]\nfixed = { context = 32768, kv_dtype = "fp8" }\n')
+    out = tmp_path / "out"
+    run_sweep("run", grid, "--out", out, "--shard-size", "700", "--workers", "2")
+    assert set(plan_cut(out).charts) == set(charts.DEFAULT_CHARTS)
+    assert page_specs(out / "charts") == rerendered(out, tmp_path)
+
+
+def test_a_slice_that_needs_the_rows_is_not_cut(result_dir):
+    """Without the grid's axes a slice holds each axis within the rows (windows), and a
+    fixed axis the grid does not declare needs its values from the rows."""
+    columns = list(read_manifest(result_dir)["columns"])
+    request = STEP_SLICES["roofline"](columns)
+    assert request.rows(columns) is None
+    axes = charts.declared_axes(read_manifest(result_dir))
+    assert request.rows(columns, axes=axes, fixed={"prefill_context": 0}) is None
+
+
+def drawn(request, frame, axes, manifest, fixed) -> tuple:
+    """What a chart reads of `frame` through `request`: its slice, and every combination
+    of each of its `whole` groups."""
+    piece = request.take(frame, fixed=fixed, axes=axes, grid=manifest)
+    groups = [frame.lazy().select(group).unique().sort(group).collect().to_dicts()
+              for group in request.whole]
+    return (piece.data.sort(piece.data.columns).to_dicts(), piece.kept, piece.fixed,
+            piece.menus, piece.opening, groups)
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(1, 4999), max_size=6, unique=True),
+       context=st.sampled_from([None, 1024, 32768]), kv=st.sampled_from([None, "fp8"]),
+       gpu=st.sampled_from([None, "a100-80gb"]))
+def test_the_rows_cut_from_any_split_give_every_slice(result_dir, cuts, context, kv, gpu):
+    """Cut from the results split anywhere (shards of any size), the rows each chart's
+    request keeps give it the same slice and groups as all the rows, whatever is held
+    fixed."""
+    manifest = read_manifest(result_dir)
+    axes = charts.declared_axes(manifest)
+    fixed = {k: v for k, v in (("context", context), ("kv_dtype", kv), ("gpu", gpu))
+             if v is not None}
+    whole = scan_results(result_dir).collect()
+    edges = [0, *sorted(c for c in cuts if c < whole.height), whole.height]
+    for name, request_for in STEP_SLICES.items():
+        request = request_for(whole.columns)
+        kept = request.rows(whole.columns, fixed=fixed, axes=axes, grid=manifest)
+        cut = pl.concat([whole.slice(a, b - a).filter(kept)
+                         for a, b in zip(edges, edges[1:], strict=False)])
+        assert cut.height < whole.height / 3, name
+        assert (drawn(request, cut, axes, manifest, fixed)
+                == drawn(request, whole, axes, manifest, fixed)), name
+
+
+def test_the_collector_reads_a_shard_as_the_folder_does(result_dir):
+    cut = plan_cut(result_dir)
+    shards = read_manifest(result_dir)["shards"]
+    rows = RowCollector(cut, lambda i: result_dir / "points" / f"shard-{i:06d}.parquet"
+                        ).gather(shards)
+    same_points = scan_results(result_dir).filter(
+        pl.col("point_id").is_in(rows.frame["point_id"].implode())).collect()
+    assert 0 < rows.frame.height < same_points.height * 0 + scan_results(
+        result_dir).select(pl.len()).collect().item() / 3
+    assert rows.frame.equals(same_points)  # the same values, types and order
