@@ -12,7 +12,9 @@ end to end on 2 cores, < 500 MB peak at either size.
 same with `--no-charts`, alternately N times each into fresh folders (same machine, same
 load), and prints the median wall times, their ratio and the run's own chart seconds;
 `--before-tree DIR` adds the same from a checkout of an older commit (`git worktree add
-DIR REV`), in the same minutes. Target (issue 19): with charts <= 1.5x the time without.
+DIR REV`), in the same minutes; `--tree DIR` measures a checkout in place of the installed
+package (so that edits made meanwhile do not reach the runs). Target (issue 19): with
+charts <= 1.5x the time without.
 
     python benchmarks/bench_sweep_run.py                 # both sizes, --workers 2
     python benchmarks/bench_sweep_run.py --sizes 1M --workers 1
@@ -56,17 +58,18 @@ def sweep_command(grid: Path, out: Path, workers: int, charts: bool = False) -> 
 
 
 def charts_side_by_side(folder: Path, workers: int, repeats: int,
-                        before: Path | None) -> None:
+                        before: Path | None, now: Path | None = None) -> None:
     """`sweep run` of the shipped grid with and without its charts, alternately; with
     `before` (a checkout of an older commit, e.g. `git worktree add`) the same with the
     package imported from there, in the same minutes."""
     grid = folder / "grid.toml"
     grid.write_text(grid_text("1M"), encoding="utf-8")
     trees = {"now": dict(os.environ)}
-    if before is not None:  # `rooftui` resolved to the old checkout, ahead of this one
-        (folder / "before").mkdir()
-        (folder / "before" / "rooftui").symlink_to(before.resolve())
-        trees["before"] = {**os.environ, "PYTHONPATH": str(folder / "before")}
+    for tree, checkout in (("now", now), ("before", before)):
+        if checkout is not None:  # `rooftui` resolved to the checkout, ahead of this one
+            (folder / tree).mkdir()
+            (folder / tree / "rooftui").symlink_to(checkout.resolve())
+            trees[tree] = {**os.environ, "PYTHONPATH": str(folder / tree)}
     walls: dict[tuple[str, bool], list[float]] = {}
     cpus: dict[tuple[str, bool], list[float]] = {}
     chart_seconds: dict[str, list[float]] = {}
@@ -168,6 +171,8 @@ def main() -> None:
                         help="time the shipped grid with and without charts, N runs each")
     parser.add_argument("--before-tree", type=Path, metavar="DIR",
                         help="with --charts: also from this checkout of an older commit")
+    parser.add_argument("--tree", type=Path, metavar="DIR",
+                        help="with --charts: measure this checkout, not the installed one")
     parser.add_argument("--measure", nargs=3, metavar=("GRID", "OUT", "WORKERS"),
                         help=argparse.SUPPRESS)  # the wrapper process
     args = parser.parse_args()
@@ -179,7 +184,8 @@ def main() -> None:
     print(f"machine: {describe_machine()}")
     if args.charts:
         with tempfile.TemporaryDirectory(prefix="bench-sweep-run-") as tmp:
-            charts_side_by_side(Path(tmp), args.workers, args.charts, args.before_tree)
+            charts_side_by_side(Path(tmp), args.workers, args.charts, args.before_tree,
+                                args.tree)
         print(f"machine after: {describe_machine()}")
         return
     with tempfile.TemporaryDirectory(prefix="bench-sweep-run-") as tmp:

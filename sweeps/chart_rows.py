@@ -19,13 +19,15 @@ are cut from their files when the charts are rendered.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooftui.core.errors import SpecError
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import polars as pl
 
 
@@ -89,17 +91,21 @@ def cut_shard(path: Path, cut: RowCut) -> pl.DataFrame:
             .collect())
 
 
-@dataclass
 class RowCollector:
     """The cut rows of each shard as it lands (`landed`), and all of them once the
-    dataset is complete (`gather`); `path(index)` is shard `index`'s file."""
+    dataset is complete (`gather`); `path(index)` is shard `index`'s file. Each cut runs
+    in a thread of its own, so that it overlaps the next shard (polars, numpy and the
+    parquet writer release the GIL)."""
 
-    cut: RowCut
-    path: Callable[[int], Path]
-    pieces: dict[int, pl.DataFrame] = field(default_factory=dict)
+    def __init__(self, cut: RowCut, path: Callable[[int], Path]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.cut, self.path = cut, path
+        self.pieces: dict[int, Future] = {}
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="chart-rows")
 
     def landed(self, index: int) -> None:
-        self.pieces[index] = cut_shard(self.path(index), self.cut)
+        self.pieces[index] = self.pool.submit(cut_shard, self.path(index), self.cut)
 
     def gather(self, shards: int) -> ChartRows:
         """The rows of shards 0 .. `shards` - 1, those that did not land here (a resumed
@@ -109,5 +115,6 @@ class RowCollector:
         for index in range(shards):
             if index not in self.pieces:
                 self.landed(index)
-        return ChartRows(self.cut.charts,
-                         pl.concat([self.pieces[i] for i in range(shards)], how="vertical"))
+        frames = [self.pieces[i].result() for i in range(shards)]
+        self.pool.shutdown()
+        return ChartRows(self.cut.charts, pl.concat(frames, how="vertical"))
