@@ -88,9 +88,7 @@ STRETCH_STEPS = 32  # decode-only steps from which a stretch is timed in numpy
 class SchedulerConfig:
     policy: str = "continuous"
     max_batch: int = 128
-    # chunked: None is DEFAULT_TOKEN_BUDGET; prefill_first: PREFILL_FIRST_BUDGET;
-    # continuous: no cap
-    token_budget: int | None = None
+    token_budget: int | None = None  # None: chunked 512, prefill_first 8192, continuous no cap
     kv_admission: str = "reserve"
     block_size: int = 16
 
