@@ -340,10 +340,10 @@ class Result:
 
 def evaluate_candidate(server: Server, objective: Objective, batch: int, budget: int,
                        tolerance: float = DEFAULT_TOLERANCE,
-                       hint: float | None = None) -> Candidate:
-    """One (B, T): the analytic pass, then the capacity and the rate search. `hint` (a
-    neighbouring candidate's sustained rate over its capacity, see `rate_hint`) is where the
-    search starts; it changes which rates are simulated, not the answer (`_sustained_rate`)."""
+                       hint: RateHint | None = None) -> Candidate:
+    """One (B, T): the analytic pass, then the capacity and the rate search. `hint` (from a
+    neighbouring candidate, see `rate_hint`) is where the search starts; it changes which
+    rates are simulated, not the answer (`_sustained_rate`)."""
     if not 0 < tolerance < 1:
         raise SpecError(f"the rate tolerance must be in (0, 1), got {tolerance!r}")
     p = server.problem
@@ -382,18 +382,33 @@ def evaluate_candidate(server: Server, objective: Objective, batch: int, budget:
     return candidate
 
 
+@dataclass(frozen=True)
+class RateHint:
+    """A neighbouring candidate's sustained rate over its capacity. `below`: the neighbour
+    has a smaller max batch, which sustains a smaller share of its capacity (fewer slots
+    queue more), so the share is only a likely lower bound, not a likely answer."""
+
+    share: float
+    below: bool = False
+
+
 def _sustained_rate(capacity: float, meets: Callable[[float], bool], tolerance: float,
-                    hint: float | None = None) -> float | None:
+                    hint: RateHint | None = None) -> float | None:
     """The highest rate below `capacity` found to meet the objective, or None: `_bracket`'s
     low end, its queries answered by `_Outcomes` (simulated, or implied by the simulations
     around them). With a `hint` the simulations first gallop from the hint's rate on the
     bracket's own grid (`_gallop`), so that a good hint leaves the bisection two simulations
-    next to its answer and implies the rest. The answer is the one the plain bisection gives
+    next to its answer and implies the rest; a hint `below` only has its rate simulated
+    (meeting the objective there implies every lower rate of the bisection). The answer is the one the plain bisection gives
     whenever meeting the objective is monotone in the rate (a rate below one that meets it
     meets it too), whatever the hint."""
     outcomes = _Outcomes(meets)
-    if hint is not None:
-        _gallop(capacity, outcomes, tolerance, hint * capacity)
+    if hint is not None and hint.below:
+        start = _grid_at(capacity, tolerance, hint.share * capacity)
+        if start is not None:
+            outcomes(start[0])
+    elif hint is not None:
+        _gallop(capacity, outcomes, tolerance, hint.share * capacity)
     bracket = _bracket(capacity, outcomes, tolerance)
     return None if bracket is None else bracket[0]
 
@@ -445,18 +460,19 @@ class _Outcomes:
         return known
 
 
+def _grid_at(capacity: float, tolerance: float, rate: float) -> tuple[float, float] | None:
+    """`_bracket`'s grid rate at or below `rate` and the next above it (None: below the
+    floor)."""
+    margin = tolerance * 1e-3  # far below a grid step, far above the floats' rounding
+    return _bracket(capacity, lambda r: r <= rate * (1 + margin), tolerance)
+
+
 def _gallop(capacity: float, outcomes: _Outcomes, tolerance: float, guess: float) -> None:
     """Simulates `_bracket`'s grid rate at or below `guess`, then rates 1, 1, 2, 4, ... grid
     steps on the way its answer points (up when it met the objective) until an answer turns,
     the capacity is reached or the floor passed: a met rate next to a missed one leaves
     `_bracket` nothing to simulate."""
-    margin = tolerance * 1e-3  # far below a grid step, far above the floats' rounding
-
-    def grid_at(rate: float) -> tuple[float, float] | None:
-        """The grid's rate at or below `rate` and the next above it."""
-        return _bracket(capacity, lambda r: r <= rate * (1 + margin), tolerance)
-
-    start = grid_at(guess)
+    start = _grid_at(capacity, tolerance, guess)
     if start is None:
         return
     (rate, above), moves = start, 0
@@ -464,7 +480,7 @@ def _gallop(capacity: float, outcomes: _Outcomes, tolerance: float, guess: float
     up = outcomes(rate)
     while True:
         steps = 2 ** max(moves - 1, 0)
-        bracket = grid_at(rate * spacing ** (steps if up else -steps))
+        bracket = _grid_at(capacity, tolerance, rate * spacing ** (steps if up else -steps))
         if bracket is None:  # below the floor
             return
         low, high = bracket
@@ -506,7 +522,7 @@ def optimize(problem: Problem, objective: Objective, batches: Sequence[int],
     ready in that many processes. The result is the same."""
     batches, budgets = _candidates(batches, "max batch"), _candidates(budgets, "token budget")
     pairs = [(batch, budget) for batch in batches for budget in budgets]
-    predecessors = search_predecessors(len(batches), len(budgets))
+    predecessors = search_predecessors(batches, budgets)
     arguments = (problem, objective, max(batches), tolerance)
     candidates: list[Candidate | None] = [None] * len(pairs)
 
@@ -516,69 +532,96 @@ def optimize(problem: Problem, objective: Objective, batches: Sequence[int],
             on_candidate(candidate)
 
     if workers > 1 and len(pairs) > 1:
-        import multiprocessing
-        import threading
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-        methods = multiprocessing.get_all_start_methods()
-        if "fork" in methods and threading.active_count() == 1:
-            # forked once the server's tables are built: workers start with them and
-            # import nothing (forking is safe with no other thread running)
-            _start_worker(*arguments)
-            context, initializer, arguments = multiprocessing.get_context("fork"), None, ()
-        else:
-            context = multiprocessing.get_context(
-                "forkserver" if "forkserver" in methods else "spawn")
-            initializer = _start_worker
-        successors: dict[int | None, list[int]] = {}
-        for index, predecessor in enumerate(predecessors):
-            successors.setdefault(predecessor, []).append(index)
-        with ProcessPoolExecutor(max_workers=min(workers, len(pairs)), mp_context=context,
-                                 initializer=initializer, initargs=arguments) as pool:
-
-            def submit(index: int):
-                hint = rate_hint(candidates, predecessors, index)
-                return pool.submit(_candidate_in_worker, pairs[index], hint)
-
-            running = {submit(index): index for index in successors.get(None, [])}
-            try:
-                while running:
-                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        index = running.pop(future)
-                        done(index, future.result())
-                        running |= {submit(after): after for after in successors.get(index, [])}
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-        _forget_worker()
+        _search_in_workers(pairs, predecessors, arguments, min(workers, len(pairs)), done,
+                           candidates)
     else:
         server = Server(problem, max(batches))
-        for index, pair in enumerate(pairs):  # every predecessor comes first
-            done(index, evaluate_candidate(server, objective, *pair, tolerance,
-                                           rate_hint(candidates, predecessors, index)))
+        # row by row, each from its largest budget down: every predecessor comes first
+        for index in sorted(range(len(pairs)), key=lambda i: (i // len(budgets),
+                                                               -pairs[i][1])):
+            done(index, evaluate_candidate(server, objective, *pairs[index], tolerance,
+                                           rate_hint(candidates, predecessors, index,
+                                                     pairs[index][0])))
     return summarize_search(objective, candidates)
 
 
-def search_predecessors(batches: int, budgets: int) -> list[int | None]:
+def _search_in_workers(pairs: list[tuple[int, int]], predecessors: list[int | None],
+                       arguments: tuple, workers: int, done: Callable[[int, Candidate], None],
+                       candidates: list[Candidate | None]) -> None:
+    """Candidates handed to `workers` processes one at a time as they are ready (their
+    predecessor done): the rows' roots first (each root waits for the previous one, and a
+    row for its root), then the smallest max batch's (the slowest rows: low rates, many
+    steps), so that no worker is left with a long row at the end."""
+    import heapq
+    import multiprocessing
+    import threading
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        # forked once the server's tables are built: workers start with them and
+        # import nothing (forking is safe with no other thread running)
+        _start_worker(*arguments)
+        context, initializer, arguments = multiprocessing.get_context("fork"), None, ()
+    else:
+        context = multiprocessing.get_context(
+            "forkserver" if "forkserver" in methods else "spawn")
+        initializer = _start_worker
+    successors: dict[int | None, list[int]] = {}
+    for index, predecessor in enumerate(predecessors):
+        successors.setdefault(predecessor, []).append(index)
+    def ready_for(index: int) -> tuple[bool, int]:  # the heap's order
+        before = predecessors[index]
+        return before is not None and pairs[before][0] == pairs[index][0], index
+
+    ready = [ready_for(index) for index in successors.get(None, [])]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                             initializer=initializer, initargs=arguments) as pool:
+        running: dict = {}
+        try:
+            while ready or running:
+                while ready and len(running) < workers:
+                    _, index = heapq.heappop(ready)
+                    hint = rate_hint(candidates, predecessors, index, pairs[index][0])
+                    running[pool.submit(_candidate_in_worker, pairs[index], hint)] = index
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    index = running.pop(future)
+                    done(index, future.result())
+                    for after in successors.get(index, []):
+                        heapq.heappush(ready, ready_for(after))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    _forget_worker()
+
+
+def search_predecessors(batches: Sequence[int], budgets: Sequence[int]) -> list[int | None]:
     """For each candidate of a batches x budgets search (in its order), the one whose answer
-    its rate search starts from: the previous budget of the same max batch (the budget
-    moves the sustained share of the capacity by a grid step or two), and for the first
-    budget the previous max batch's first; None for the very first. Every predecessor
-    comes earlier in the order."""
-    return [None if index == 0 else index - 1 if index % budgets else index - budgets
-            for index in range(batches * budgets)]
+    its rate search starts from: the same max batch's next larger budget (a budget moves
+    the sustained share of the capacity by a grid step or two, a max batch by ten or more);
+    for a max batch's largest budget (its row's root), the previous max batch's root (a
+    lower bound); None for the first two roots, searched from the capacity (two workers
+    start at once; the two smallest max batches' shares are the furthest apart, so a hint
+    there saves nothing)."""
+    by_size = sorted(range(len(budgets)), key=lambda j: budgets[j])
+    larger = {j: k for j, k in zip(by_size, by_size[1:], strict=False)}
+    root = by_size[-1]
+    return [i * len(budgets) + larger[j] if j in larger
+            else None if i < 2 else (i - 1) * len(budgets) + root
+            for i in range(len(batches)) for j in range(len(budgets))]
 
 
 def rate_hint(candidates: Sequence[Candidate | None], predecessors: Sequence[int | None],
-              index: int) -> float | None:
-    """The sustained rate over the capacity of the nearest sustained candidate among
-    `index`'s predecessors (each done), for `evaluate_candidate`'s `hint`; None if none."""
+              index: int, batch: int) -> RateHint | None:
+    """From the nearest sustained candidate among `index`'s predecessors (each done), for
+    `evaluate_candidate`'s `hint` of a candidate of max batch `batch`; None if none."""
     before = predecessors[index]
     while before is not None:
         candidate = candidates[before]
         if candidate.rate is not None:
-            return candidate.rate / candidate.capacity_rate
+            return RateHint(candidate.rate / candidate.capacity_rate,
+                            below=candidate.max_batch < batch)
         before = predecessors[before]
     return None
 
@@ -597,7 +640,7 @@ def _forget_worker() -> None:
     _WORKER = None  # the parent's copy, once its forked workers are done
 
 
-def _candidate_in_worker(pair: tuple[int, int], hint: float | None) -> Candidate:
+def _candidate_in_worker(pair: tuple[int, int], hint: RateHint | None) -> Candidate:
     server, objective, tolerance = _WORKER
     return evaluate_candidate(server, objective, *pair, tolerance, hint)
 

@@ -247,9 +247,11 @@ def test_a_hint_never_changes_the_sustained_rate(capacity, share, hint, toleranc
     """Monotone outcomes: the bisection from the capacity and the search from any hint end
     on the same float."""
     plain = optimize_search._sustained_rate(capacity, Threshold(capacity * share), tolerance)
-    hinted = optimize_search._sustained_rate(capacity, Threshold(capacity * share), tolerance,
-                                             hint)
-    assert hinted == plain
+    for below in (False, True):
+        hinted = optimize_search._sustained_rate(
+            capacity, Threshold(capacity * share), tolerance,
+            None if hint is None else optimize_search.RateHint(hint, below))
+        assert hinted == plain
 
 
 @settings(max_examples=200, deadline=None)
@@ -261,12 +263,13 @@ def test_a_hint_at_the_answer_simulates_its_two_neighbours(capacity, share, tole
     answer = optimize_search._sustained_rate(capacity, Threshold(capacity * share), tolerance)
     assume(answer is not None)
     simulations = Threshold(capacity * share)
-    assert optimize_search._sustained_rate(capacity, simulations, tolerance,
-                                           answer / capacity) == answer
+    hint = optimize_search.RateHint(answer / capacity)
+    assert optimize_search._sustained_rate(capacity, simulations, tolerance, hint) == answer
     assert simulations.queries[0] == answer and len(simulations.queries) <= 2
 
 
-def test_every_predecessor_comes_first_and_neighbours_its_candidate():
-    predecessors = optimize_search.search_predecessors(3, 4)
-    assert predecessors == [None, 0, 1, 2, 0, 4, 5, 6, 4, 8, 9, 10]
-    assert all(before is None or before < index for index, before in enumerate(predecessors))
+def test_each_candidate_starts_from_its_max_batchs_next_larger_budget():
+    """The largest budget (the row's root) from the previous max batch's root, but for the
+    first two."""
+    predecessors = optimize_search.search_predecessors([8, 64, 16], [1024, 256, 4096, 512])
+    assert predecessors == [2, 3, None, 0, 6, 7, None, 4, 10, 11, 6, 8]
