@@ -110,3 +110,21 @@ def test_silicon_replay_held_out_tpot_is_what_the_docs_say(measured, tmp_path):
     assert "leave-one-group-out over 4" in written.interval.held_out
     assert written.efficiency.allreduce_overhead_s == pytest.approx(
         profile["overheads_s"][2], rel=1e-3)
+
+
+def test_sglang_replay_runs_prefill_first_and_its_held_out_tpot_is_what_the_docs_say(
+        measured):
+    """SGLang's runs are replayed with its scheduler (prefill batches without decodes);
+    the held-out figures and the fitted overheads are the ones documented and shipped."""
+    report = sweep_json("replay", "--measured-dir", measured, "--engine", "sglang", "--fit")
+    assert report["runs"] == 130
+    documented = documented_held_out("sglang")
+    held = {(g["gpu"], g["model"]): 100 * g["mape_tpot"] for g in report["held_out"]}
+    assert set(held) == set(documented) and len(held) == 2
+    for key, value in held.items():
+        assert round(value, 1) == pytest.approx(documented[key], abs=0.05), key
+    (profile,) = report["profiles"]
+    shipped = load_profile("h200-sglang")
+    assert shipped.efficiency.step_overhead_s == pytest.approx(profile["overheads_s"][0],
+                                                               rel=1e-3)
+    assert shipped.interval.bounds("tpot") == tuple(profile["interval"]["tpot"])
