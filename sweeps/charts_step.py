@@ -176,8 +176,8 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
         filled=False, strokeWidth=1.2, clip=True).encode(
         **encoding, opacity=highlight(alt, gpu_pick, on=0.6, off=0.05)).properties(
         name="parts_over_memory")
-    return alt.layer(roof_lines, ridge_marks, dots, hollow).properties(
-        width=WIDTH, height=HEIGHT,
+    return alt.layer(
+        roof_lines, ridge_marks, dots, hollow, width=WIDTH, height=HEIGHT,
         title=title_params(alt, title, chart_slice,
                            "lines: memory roof (intensity × bandwidth) up to the ridge "
                            "(diamond), then the compute roof; points: the FLOP/s each part "
@@ -268,8 +268,7 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
         # Only the layer holding the selection is named: Altair binds a selection to
         # every named layer of a layered chart inside a concat (a duplicate signal).
         return alt.layer(line.add_params(*params).properties(name=f"{name}_lines"),
-                         marks, over, rules).properties(width=WIDTH // 2 + 60,
-                                                        height=HEIGHT - 40)
+                         marks, over, rules, width=WIDTH // 2 + 60, height=HEIGHT - 40)
 
     return alt.hconcat(
         panel("all_users", "tok_s", "Tokens per second, all users (tok/s)",
@@ -277,7 +276,7 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
                                                    bind=alt.binding_checkbox(
                                                        name="log tokens/s "))]),
         panel("per_user", "user_tok_s", "Tokens per second per user (tok/s)", []),
-    ).properties(title=title_params(
+        title=title_params(
         alt, title, chart_slice, "hollow = weights + KV exceed GPU memory (at the top edge "
         "when above the batches that fit); dashed rule = the largest batch that fits",
         grid=grid, menus=("gpu", "model")))
@@ -381,8 +380,8 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
         color=alt.condition("datum.held", alt.value("#222"), alt.value("#666"))).properties(
         name="ridge_labels")
     shown_ridges = f"{ridges.height} of {all_ridges.height} GPU · dtype ridges, spread by value"
-    return alt.layer(rules, labels, line, dots).properties(
-        width=WIDTH, height=HEIGHT,
+    return alt.layer(
+        rules, labels, line, dots, width=WIDTH, height=HEIGHT,
         title=title_params(alt, title, chart_slice,
                            f"lines: closed-form ceiling as batch → ∞; points: the step's "
                            f"intensity at batch {largest} (hollow: it does not fit); solid "
@@ -451,8 +450,8 @@ def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
     crosses = base.transform_filter("!datum.fits").mark_text(
         text="×", fontSize=16, color="#222").encode(x=x, y=y, tooltip=tooltip).properties(
         name="over_memory")
-    return alt.layer(heat, crosses).properties(
-        width=WIDTH, height=HEIGHT,
+    return alt.layer(
+        heat, crosses, width=WIDTH, height=HEIGHT,
         title=title_params(alt, title, chart_slice,
                            "share of the parts' time spent in attention; faded × = weights "
                            "+ KV exceed GPU memory (the reason in the tooltip)", grid=grid,
@@ -522,8 +521,8 @@ def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None
                  alt.Tooltip("tok_s:Q", title="all users (tok/s)", format=",.0f"),
                  alt.Tooltip("memory:N", title="memory")],
     ).add_params(part_pick, *models).properties(name="parts", width=200, height=160)
-    return bars.facet(facet=alt.Facet("gpu:N", title=None), columns=4).properties(
-        title=title_params(alt, title, chart_slice,
+    return bars.facet(
+        facet=alt.Facet("gpu:N", title=None), columns=4, title=title_params(alt, title, chart_slice,
                            "stacked: each part's roofline time; the panels share the time "
                            "axis; faded: weights + KV exceed GPU memory (cut to the tallest "
                            "step that fits, the reason in the tooltip)", grid=grid,
