@@ -91,15 +91,20 @@ def documented_held_out(engine: str) -> dict[tuple[str, str], float]:
     return table
 
 
+def assert_documented_held_out(report: dict, engine: str, groups: int) -> None:
+    """The report's held-out TPOT MAPE per group is docs/end-to-end.md's, to 0.1 %."""
+    documented = documented_held_out(engine)
+    held = {(g["gpu"], g["model"]): 100 * g["mape_tpot"] for g in report["held_out"]}
+    assert set(held) == set(documented) and len(held) == groups
+    for key, value in held.items():
+        assert round(value, 1) == pytest.approx(documented[key], abs=0.05), key
+
+
 def test_silicon_replay_held_out_tpot_is_what_the_docs_say(measured, tmp_path):
     report = sweep_json("replay", "--measured-dir", measured, "--engine", "vllm", "--fit",
                         "--out", tmp_path)
     assert report["runs"] == 219  # every vLLM run of the 778 (no row dropped)
-    documented = documented_held_out("vllm")
-    held = {(g["gpu"], g["model"]): 100 * g["mape_tpot"] for g in report["held_out"]}
-    assert set(held) == set(documented) and len(held) == 4
-    for key, value in held.items():
-        assert round(value, 1) == pytest.approx(documented[key], abs=0.05), key
+    assert_documented_held_out(report, "vllm", groups=4)
     (profile,) = report["profiles"]
     low, high = profile["interval"]["tpot"]
     assert low <= 1 <= high
@@ -118,11 +123,7 @@ def test_sglang_replay_runs_prefill_first_and_its_held_out_tpot_is_what_the_docs
     the held-out figures and the fitted overheads are the ones documented and shipped."""
     report = sweep_json("replay", "--measured-dir", measured, "--engine", "sglang", "--fit")
     assert report["runs"] == 130
-    documented = documented_held_out("sglang")
-    held = {(g["gpu"], g["model"]): 100 * g["mape_tpot"] for g in report["held_out"]}
-    assert set(held) == set(documented) and len(held) == 2
-    for key, value in held.items():
-        assert round(value, 1) == pytest.approx(documented[key], abs=0.05), key
+    assert_documented_held_out(report, "sglang", groups=2)
     (profile,) = report["profiles"]
     shipped = load_profile("h200-sglang")
     assert shipped.efficiency.step_overhead_s == pytest.approx(profile["overheads_s"][0],
