@@ -268,6 +268,36 @@ def test_a_hint_at_the_answer_simulates_its_two_neighbours(capacity, share, tole
     assert simulations.queries[0] == answer and len(simulations.queries) <= 2
 
 
+class Noisy(Threshold):
+    """Outcomes that are not monotone in the rate: a fixed random answer per rate."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(math.inf)
+        self.seed, self.outcomes = seed, {}
+
+    def __call__(self, rate: float) -> bool:
+        super().__call__(rate)
+        self.outcomes[rate] = hash((self.seed, rate)) % 3 > 0
+        return self.outcomes[rate]
+
+
+@settings(max_examples=200, deadline=None)
+@given(capacity=st.floats(0.01, 1e4), seed=st.integers(0, 10**6),
+       hint=st.none() | st.floats(0.001, 0.9999), below=st.booleans())
+def test_outcomes_out_of_order_still_give_a_simulated_answer(capacity, seed, hint, below):
+    """Where meeting the objective is not monotone in the rate the search still ends, runs
+    each rate once, and answers a rate that met the objective (or lies below one that did,
+    with no miss between)."""
+    simulations = Noisy(seed)
+    answer = optimize_search._sustained_rate(
+        capacity, simulations, 0.02, None if hint is None else optimize_search.RateHint(hint, below))
+    if answer is not None:
+        above = [rate for rate, met in simulations.outcomes.items() if met and rate >= answer]
+        assert above
+        assert not any(not met and answer <= rate <= min(above)
+                       for rate, met in simulations.outcomes.items())
+
+
 def test_each_candidate_starts_from_its_max_batchs_next_larger_budget():
     """The largest budget (the row's root) from the previous max batch's root, but for the
     first two."""
