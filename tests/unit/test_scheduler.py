@@ -124,7 +124,7 @@ def test_step_times_of_logged_steps_are_time_to_the_bit(name, steps):
 
 @pytest.mark.parametrize("policy, admission, arrival", [
     ("continuous", "reserve", "poisson:rate=0.7"), ("chunked", "paged", "poisson:rate=2"),
-    ("chunked", "reserve", "gamma:rate=1,cv=3")])
+    ("chunked", "reserve", "gamma:rate=1,cv=3"), ("prefill_first", "paged", "poisson:rate=2")])
 @pytest.mark.parametrize("model, profile", [("llama-3-8b", "derated"),
                                             ("gemma-2-9b", "h100-trtllm")])
 def test_decode_stretches_in_numpy_are_the_step_by_step_loop(monkeypatch, policy, admission,
@@ -146,6 +146,7 @@ def test_decode_stretches_in_numpy_are_the_step_by_step_loop(monkeypatch, policy
     assert np.array_equal(stretched.finish_s, stepwise.finish_s)
     assert np.array_equal(stretched.first_token_s, stepwise.first_token_s)
     assert np.array_equal(stretched.preemptions, stepwise.preemptions)
+    assert np.array_equal(stretched.stall_gaps, stepwise.stall_gaps)  # prefill_first's
 
 
 def test_moe_and_tensor_parallel_configurations_simulate():
