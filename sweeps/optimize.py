@@ -37,7 +37,14 @@ Each goes through two passes.
    capacity is `saturated` (throughput, not the objective, limits it: with few requests
    the queue near full load has no time to build, so use more requests to tell them
    apart); one that misses the objective even at capacity / `LOWEST_RATE_FACTOR` is
-   `slo_unmet`.
+   `slo_unmet`. The bisection only queries a fixed grid of rates (its midpoints), so
+   `optimize` starts each candidate from a neighbour's answer as a share of the capacity
+   (`RateHint`: the same max batch's next larger budget, whose answer is usually within a
+   grid step): the grid rates next to it are simulated first, and every rate below one
+   that met the objective, or above one that missed it, is taken as simulated. The answer
+   is the bisection's whenever meeting the objective is monotone in the rate, in about
+   half the simulations (tests/unit/test_optimize_recorded.py holds every candidate of the
+   default search to the plain bisection's answers).
 
 The objective (`Objective`): TTFT <= S1 and TPOT <= S2, with either a quantile (p50, p90 or
 p99 of each within its bound) or an attainment (the share of requests meeting both; 0.9
@@ -46,11 +53,13 @@ requests meeting both, per second.
 
 Determinism: every simulation of a search uses the same seed, so the requests' lengths are
 the same at every rate and the arrival gaps scale with 1/rate (common random numbers), and a
-search is reproducible bit for bit. Monotonicity: the bisection only moves up on a rate that
-meets the objective, its first bracket does not depend on the objective, and a looser
-objective passes every rate a stricter one passes (the simulations are the same), so a
-looser objective never gives a lower sustained rate; the analytic rejections only shrink as
-the objective loosens. A reported rate can be replayed with `sweep simulate --arrival
+search is reproducible bit for bit, with any number of workers (a candidate's hint comes
+from fixed predecessors, never from whichever worker finished first). Monotonicity: the
+bisection only moves up on a rate that meets the objective, its first bracket does not
+depend on the objective, and a looser objective passes every rate a stricter one passes
+(the simulations are the same), so a looser objective never gives a lower sustained rate
+(with hints, as long as meeting each objective is monotone in the rate); the analytic
+rejections only shrink as the objective loosens. A reported rate can be replayed with `sweep simulate --arrival
 <arrival>` (the `arrival` of the candidate) and gives the same metrics.
 """
 
