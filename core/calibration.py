@@ -35,8 +35,10 @@ import numpy as np
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.dtypes import NATIVE, default_compute_dtype
 from rooftui.core.efficiency import (
+    ATTENTION_PARAMETERS,
     COMPUTE_TABLES,
     GEMM_PARAMETERS,
+    KV_TABLES,
     PARAMETERS,
     QUANTISING_TABLES,
     Efficiency,
@@ -63,7 +65,8 @@ TIMERS = ("cuda_events", "cuda_graph", "host_clock")
 INFORMS = {
     "gemm": ("gemm_mfu", "gemm_mbu", "gemm_m_half", "kernel_overhead_s"),
     "attention_decode": ("attention_mbu", "attention_mbu_half", "attention_overhead_s"),
-    "attention_prefill": ("attention_mfu", "attention_mfu_half", "attention_overhead_s"),
+    "attention_prefill": ("attention_mfu", "attention_mfu_half", "attention_overhead_s",
+                          "prefill_attention_overhead_s"),
     "allreduce": ("interconnect_efficiency", "allreduce_overhead_s"),
     "copy": ("mbu", "kernel_overhead_s"),
 }
@@ -71,7 +74,8 @@ INFORMS = {
 # a compute dtype's own GEMM parameters as `fp8.gemm_mfu`, ... (`Efficiency.as_dict`)
 FIT_PARAMETERS = ("mbu", *PARAMETERS, *(
     f"{table}.{name}" for table in COMPUTE_TABLES for name in GEMM_PARAMETERS
-    if name != "activation_quant_bytes" or table in QUANTISING_TABLES))
+    if name != "activation_quant_bytes" or table in QUANTISING_TABLES), *(
+    f"{table}.{name}" for table in QUANTISING_TABLES for name in ATTENTION_PARAMETERS))
 # tokens in a step from which its GEMMs (or a prompt's attention) can be compute-bound
 COMPUTE_BOUND_TOKENS = 256
 # the power of the smoothed maximum in a fit's first stage
@@ -81,7 +85,8 @@ SMOOTHING = 4.0
 PRIOR_WEIGHT = 3e-3
 # typical size of each amount: where a fit starts, and the scale of its log transform
 TYPICAL = {"step_overhead_s": 1e-3, "layer_overhead_s": 1e-5, "kernel_overhead_s": 3e-6,
-           "attention_overhead_s": 1e-5, "launch_overhead_s": 3e-6,
+           "attention_overhead_s": 1e-5, "prefill_attention_overhead_s": 1e-5,
+           "launch_overhead_s": 3e-6,
            "host_timer_overhead_s": 2e-5, "gemm_m_half": 16.0, "attention_mfu_half": 256.0,
            "attention_mbu_half": 64.0, "allreduce_overhead_s": 1e-5,
            "activation_quant_bytes": 3.0}  # bf16 in, 8 bits and a scale out
@@ -181,6 +186,7 @@ class RowCosts:
     time_s: np.ndarray
     dataset: np.ndarray
     compute_dtype: np.ndarray  # its code: which dtype's GEMM parameters apply
+    kv_bytes: np.ndarray  # the KV cache's bytes per element: which attention table applies
     peak_flops: np.ndarray
     bandwidth: np.ndarray
     interconnect: np.ndarray
@@ -201,6 +207,7 @@ class RowCosts:
     collectives: np.ndarray  # collective operations, each paying allreduce_overhead_s
     kernels: np.ndarray  # 1 for an isolated GEMM or copy kernel, else 0
     attention_ops: np.ndarray  # 1 for an isolated attention op, else 0
+    prefill_ops: np.ndarray  # 1 for an isolated prefill attention op, else 0
     launched_ops: np.ndarray  # 1 for an isolated op launched eagerly (no CUDA graph)
     host_timed_ops: np.ndarray  # 1 for an isolated op timed by the host clock
 
@@ -224,7 +231,7 @@ def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCost
     cost = {f.name: zeros.copy() for f in fields(RowCosts)}
     kind = np.array(KINDS)[rows.kind]
     cost.update(kind=rows.kind, time_s=rows.time_s, dataset=rows.dataset,
-                compute_dtype=rows.compute_dtype)
+                compute_dtype=rows.compute_dtype, kv_bytes=DTYPE_BYTES[rows.kv_dtype])
     table = GPUTable.of([gpu])
     cost["peak_flops"] = table.peak_flops[0, rows.compute_dtype]
     cost["bandwidth"] = np.full(count, gpu.bandwidth_bytes_per_s)
@@ -232,6 +239,7 @@ def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCost
     cost["interconnect"] = np.full(count, interconnect)
     cost["kernels"] = np.isin(kind, KERNEL_KINDS).astype(np.float64)
     cost["attention_ops"] = np.isin(kind, ATTENTION_KINDS).astype(np.float64)
+    cost["prefill_ops"] = (kind == "attention_prefill").astype(np.float64)
     isolated = cost["kernels"] + cost["attention_ops"]
     cost["launched_ops"] = isolated * (rows.timer != TIMERS.index("cuda_graph"))
     cost["host_timed_ops"] = isolated * (rows.timer == TIMERS.index("host_clock"))
@@ -336,7 +344,7 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
     that starts below the other can still be fitted)."""
     maximum = np.maximum if smoothing is None else (
         lambda a, b: _smooth_maximum(a, b, smoothing))
-    efficiency = efficiency.for_compute_dtypes(costs.compute_dtype)
+    efficiency = efficiency.for_compute_dtypes(costs.compute_dtype, costs.kv_bytes)
     compute_rate = mfu * costs.peak_flops
     memory_rate = mbu * costs.bandwidth
     gemm_compute, gemm_memory = gemm_times(costs.gemm_flops, costs.gemm_bytes,
@@ -359,6 +367,7 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
                      fixed_step_time(costs.layers, efficiency), 0.0)
     return (body + steps + costs.kernels * efficiency.kernel_overhead_s
             + costs.attention_ops * efficiency.attention_overhead_s
+            + costs.prefill_ops * efficiency.prefill_attention_overhead_s
             + costs.launched_ops * efficiency.launch_overhead_s
             + costs.host_timed_ops * efficiency.host_timer_overhead_s)
 
@@ -432,6 +441,8 @@ def informed_parameters(rows: Measurements) -> list[str]:
     GEMM parameters are named for the compute dtype of the rows that inform them: bf16
     (and fp16, fp32) GEMMs inform the base values, fp8 and fp4 GEMMs their own table's
     (`fp8.gemm_mfu`, ...), and fp8/fp4 GEMM kernels their activation quantisation.
+    Attention parameters likewise by the KV cache's table (`efficiency.KV_TABLES`): rows
+    with a 16-bit cache inform the base values, an 8-bit cache `fp8.attention_mbu`, ...
     End-to-end rows inform nothing here (they are fitted by replay).
 
     `launch_overhead_s` needs isolated ops of one kind and compute table both replayed
@@ -477,7 +488,33 @@ def informed_parameters(rows: Measurements) -> list[str]:
             names.add("layer_overhead_s")
         if len(np.unique(rows.tp[steps])) > 1:  # else one number with the step overhead
             names.update(("interconnect_efficiency", "allreduce_overhead_s"))
+    decode = rows.kind == KINDS.index("attention_decode")
+    prefill = rows.kind == KINDS.index("attention_prefill")
+    informing = {"attention_mbu": decode | steps, "attention_mbu_half": decode | steps,
+                 "attention_overhead_s": decode | prefill,
+                 "prefill_attention_overhead_s": prefill,
+                 "attention_mfu": prefill | steps & (rows.prefill > 0),
+                 "attention_mfu_half": prefill}
+    def kv_tables(members: np.ndarray) -> set[str | None]:
+        return {_kv_table(code) for code in np.unique(rows.kv_dtype[members])}
+
+    for name, members in informing.items():
+        if name in names:
+            names.discard(name)
+            # a prefill op's extra fixed time needs decode ops of its table to differ from
+            tables = (kv_tables(members) & kv_tables(decode)
+                      if name == "prefill_attention_overhead_s" else kv_tables(members))
+            names |= {f"{table}.{name}" if table else name for table in tables}
     return [name for name in FIT_PARAMETERS if name in names]
+
+
+def _kv_table(code: int) -> str | None:
+    """The table of a KV-cache format that has its own attention parameters in a fit
+    (by its width, as `Efficiency.for_compute_dtypes` selects it): fp8 or fp4; None for
+    16-bit and wider caches, whose attention sets the base values."""
+    width = DTYPE_BYTES[code]
+    return None if width >= KV_TABLES[0][0] else next(
+        table for least, table in KV_TABLES if width >= least)
 
 
 def _timed_both_ways(rows: Measurements, timed: np.ndarray) -> bool:

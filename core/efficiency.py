@@ -17,7 +17,9 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
 - an isolated kernel (one row of a kernel benchmark) pays a fixed time: a GEMM or a copy
   `kernel_overhead_s` (ramp-up, tail, and the launch as a CUDA-graph replay pays it), an
   attention op `attention_overhead_s` (its kernels and the QKV preparation benchmarks
-  time with it); an op its benchmark launched eagerly (not replayed from a CUDA graph)
+  time with it), a prefill one `prefill_attention_overhead_s` more (a different kernel,
+  the context FMHA, and a prompt's QKV preparation: 16-20 us against 7-10 us for decode
+  in TensorRT-LLM's, each dataset fitted alone); an op its benchmark launched eagerly (not replayed from a CUDA graph)
   pays `launch_overhead_s` more: the host's launch and the timing events around it,
   which a graph replay does not expose; one timed by the host's clock around its launch
   and a synchronize pays `host_timer_overhead_s` on top (the synchronize's round trip).
@@ -34,6 +36,16 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   measures beyond the engine's steps). The step model never reads it; the serving drivers
   (`sweep simulate`, `sweep replay`) add it to each TTFT and E2E, and in a closed loop a
   client's next request reaches the engine that long after its previous one finished.
+
+Per KV-cache format: the attention parameters (`attention_mfu`, `attention_mfu_half`,
+`attention_mbu`, `attention_mbu_half`, `attention_overhead_s`) may be given in the same
+tables, which attention selects by its KV cache's width (`KV_TABLES`): an 8-bit cache is
+a different kernel (it dequantises K and V as it reads them). TensorRT-LLM's attention
+(aiconfigurator, H100 and H200) says so: with an fp8 cache decode attention reaches
+0.62-0.75 of the bandwidth against 0.85 with bf16, and a prefill's time is within 5-10 %
+whether the FMHA is labelled bf16 or fp8, faster than bf16 KV's at long prompts and
+slower at short ones; one set of attention parameters for both formats left the fp8-KV
+datasets 34-51 % off when held out.
 
 Per compute dtype: the GEMM parameters (`gemm_mfu`, `gemm_mbu`, `gemm_m_half`,
 `kernel_overhead_s`) may be given for bf16 (fp16 too: the same tensor-core rate), fp8
@@ -80,6 +92,8 @@ PARAMETERS: dict[str, tuple[str, str, str]] = {
     "layer_overhead_s": ("amount", "s", "fixed time per layer per step (launches, small ops)"),
     "kernel_overhead_s": ("amount", "s", "fixed time of one isolated GEMM or copy kernel"),
     "attention_overhead_s": ("amount", "s", "fixed time of one isolated attention op"),
+    "prefill_attention_overhead_s": ("amount", "s",
+                                     "an isolated prefill attention op's beyond a decode's"),
     "launch_overhead_s": ("amount", "s",
                           "an isolated op launched eagerly (no CUDA graph): its launch"),
     "host_timer_overhead_s": ("amount", "s",
@@ -104,6 +118,12 @@ PARAMETERS: dict[str, tuple[str, str, str]] = {
 # what a compute dtype's own table may set; a dtype without its own value uses the base
 GEMM_PARAMETERS = ("gemm_mfu", "gemm_mbu", "gemm_m_half", "kernel_overhead_s",
                    "activation_quant_bytes")
+# what a KV-cache format's own table may set (the same tables, selected for attention by
+# the KV cache's element width: 2 bytes bf16, 1 byte fp8, under 1 fp4; wider: the base)
+ATTENTION_PARAMETERS = ("attention_mfu", "attention_mfu_half", "attention_mbu",
+                        "attention_mbu_half", "attention_overhead_s",
+                        "prefill_attention_overhead_s")
+TABLE_PARAMETERS = GEMM_PARAMETERS + ATTENTION_PARAMETERS
 # the compute dtypes with tables, and the formats each covers (the others, fp32 and
 # tf32, use the base values); only 8- and 4-bit GEMMs quantise their activations
 COMPUTE_TABLES = {"bf16": ("bf16", "fp16"), "fp8": ("fp8", "int8"), "fp4": ("fp4", "int4")}
@@ -124,16 +144,23 @@ def _check(name: str, value) -> None:
 
 @dataclass(frozen=True)
 class DtypeEfficiency:
-    """One compute dtype's own GEMM parameters; None: the base value."""
+    """One dtype's own parameters: its GEMMs' (as a compute dtype) and its attention's
+    (as a KV-cache format); None: the base value."""
 
     gemm_mfu: float | None = None
     gemm_mbu: float | None = None
     gemm_m_half: float | None = None
     kernel_overhead_s: float | None = None
     activation_quant_bytes: float | None = None
+    attention_mfu: float | None = None
+    attention_mfu_half: float | None = None
+    attention_mbu: float | None = None
+    attention_mbu_half: float | None = None
+    attention_overhead_s: float | None = None
+    prefill_attention_overhead_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in GEMM_PARAMETERS:
+        for name in TABLE_PARAMETERS:
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name))
 
@@ -144,12 +171,14 @@ class DtypeEfficiency:
 @dataclass(frozen=True)
 class Efficiency:
     """The parameters of the module docstring; the defaults are the ideal roofline.
-    `bf16`, `fp8` and `fp4` hold a compute dtype's own GEMM parameters."""
+    `bf16`, `fp8` and `fp4` hold a dtype's own GEMM parameters (as a compute dtype) and
+    attention parameters (as a KV-cache format)."""
 
     step_overhead_s: float = 0.0
     layer_overhead_s: float = 0.0
     kernel_overhead_s: float = 0.0
     attention_overhead_s: float = 0.0
+    prefill_attention_overhead_s: float = 0.0
     launch_overhead_s: float = 0.0
     host_timer_overhead_s: float = 0.0
     gemm_mfu: float = 1.0
@@ -216,19 +245,40 @@ class Efficiency:
                 tables[table] = replace(getattr(self, table), **own)
         return replace(self, **base, **tables)
 
-    def for_compute_dtypes(self, codes) -> Efficiency:
+    def for_compute_dtypes(self, codes, kv_bytes=None) -> Efficiency:
         """The efficiency a grid of configurations sees, by the compute dtype code of each
-        (`tables.dtype_code`): the GEMM parameters become arrays broadcast like `codes`
-        (each dtype's own value, else the base one; activation_quant_bytes is 0 where the
-        dtype does not quantise), the rest stay. For the step model and a fit's
+        (`tables.dtype_code`; None: the base values) and its KV cache's bytes per element:
+        the GEMM parameters become arrays broadcast like `codes` (each dtype's own value,
+        else the base one; activation_quant_bytes is 0 where the dtype does not quantise),
+        the attention parameters, where a table sets one, arrays like `kv_bytes` (the
+        table of that width, `KV_TABLES`); the rest stay. For the step model and a fit's
         predictions only: its arrays are not checked again (each value was)."""
-        codes = np.asarray(codes)
         chosen = object.__new__(Efficiency)  # past __post_init__: its fields are arrays
         for field in fields(Efficiency):
             object.__setattr__(chosen, field.name, getattr(self, field.name))
-        for name, by_code in self._gemm_by_code.items():
-            object.__setattr__(chosen, name, by_code[codes])
+        if codes is not None:
+            codes = np.asarray(codes)
+            for name, by_code in self._gemm_by_code.items():
+                object.__setattr__(chosen, name, by_code[codes])
+        if kv_bytes is not None and self._attention_by_width:
+            width = np.asarray(kv_bytes)
+            bf16, fp8 = KV_TABLES[0][0], KV_TABLES[1][0]
+            index = np.select([width > bf16, width >= bf16, width >= fp8], [0, 1, 2], 3)
+            for name, by_width in self._attention_by_width.items():
+                object.__setattr__(chosen, name, by_width[index])
         return chosen
+
+    @cached_property
+    def _attention_by_width(self) -> dict[str, np.ndarray]:
+        """Each attention parameter as [base, bf16, fp8, fp4] (the index
+        `for_compute_dtypes` makes of a KV width); empty when no table sets one, so a
+        profile without them sees scalars, as before."""
+        if not any(getattr(getattr(self, table), name) is not None
+                   for table in COMPUTE_TABLES for name in ATTENTION_PARAMETERS):
+            return {}
+        return {name: np.array([getattr(self, name)]
+                               + [self.value(f"{table}.{name}") for _, table in KV_TABLES])
+                for name in ATTENTION_PARAMETERS}
 
     @cached_property
     def _gemm_by_code(self) -> dict[str, np.ndarray]:
@@ -248,12 +298,15 @@ class Efficiency:
 
 _IDEAL = Efficiency()  # built once: is_ideal runs on every step evaluation
 DTYPE_NAMES = tuple(BYTES_PER_ELEMENT)  # in the order of `tables.dtype_code`
+# a KV cache's table by its bytes per element: 2 (bf16, fp16), from 1 (fp8, int8, int8
+# with group scales), under 1 (4-bit formats with or without scales); wider: the base
+KV_TABLES = ((2.0, "bf16"), (1.0, "fp8"), (0.0, "fp4"))  # (least width, table)
 
 
 def efficiency_from_dict(data: dict, where: str) -> Efficiency:
     """An `[efficiency]` table of a profile TOML, with optional `[efficiency.bf16]`,
-    `[efficiency.fp8]` and `[efficiency.fp4]` sub-tables of GEMM parameters; unknown keys
-    are errors that name them."""
+    `[efficiency.fp8]` and `[efficiency.fp4]` sub-tables of GEMM and attention parameters;
+    unknown keys are errors that name them."""
     if not isinstance(data, dict):
         raise SpecError(f"{where}: [efficiency] must be a table of parameter = number")
     spec_files.check_keys(data, set(PARAMETERS) | set(COMPUTE_TABLES), f"{where} [efficiency]")
@@ -263,7 +316,7 @@ def efficiency_from_dict(data: dict, where: str) -> Efficiency:
             table = f"{where} [efficiency.{name}]"
             if not isinstance(value, dict):
                 raise SpecError(f"{table} must be a table of parameter = number")
-            allowed = set(GEMM_PARAMETERS) - (
+            allowed = set(TABLE_PARAMETERS) - (
                 set() if name in QUANTISING_TABLES else {"activation_quant_bytes"})
             spec_files.check_keys(value, allowed, table)
             values.update({f"{name}.{key}": _number(value, key, table) for key in value})

@@ -220,8 +220,7 @@ class _Shape:
         efficiency = assumptions.efficiency
         self.calibrated = not efficiency.is_ideal
         if self.calibrated:
-            if inputs.compute_dtype is not None:
-                efficiency = efficiency.for_compute_dtypes(inputs.compute_dtype)
+            efficiency = efficiency.for_compute_dtypes(inputs.compute_dtype, inputs.kv_bytes)
             self.timed_parts = self._timed_parts(inputs, efficiency)
             self.fixed_time = fixed_step_time(model.layers, efficiency)
         if inputs.draft is not None and self.speculating:

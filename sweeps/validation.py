@@ -220,7 +220,8 @@ PARTS = {
                           "attention_mfu_half", "attention_mbu", "attention_mbu_half",
                           "activation_quant_bytes"),
     "per-step overhead": ("step_overhead_s", "layer_overhead_s", "kernel_overhead_s",
-                          "attention_overhead_s"),
+                          "attention_overhead_s", "prefill_attention_overhead_s",
+                          "launch_overhead_s", "host_timer_overhead_s"),
     "collectives": ("interconnect_efficiency", "allreduce_overhead_s"),
 }
 RESIDUAL_PART = "scheduling and model shape"

@@ -14,9 +14,9 @@ from rooftui.core.assumptions import Assumptions
 from rooftui.core.calibration import KINDS, TIMERS, Measurements, predict, row_costs
 from rooftui.core.efficiency import (
     COMPUTE_TABLES,
-    GEMM_PARAMETERS,
     PARAMETERS,
     QUANTISING_TABLES,
+    TABLE_PARAMETERS,
     DtypeEfficiency,
     Efficiency,
     attention_times,
@@ -43,8 +43,9 @@ def _value(name: str):
 
 
 def _dtype_table(table: str):
-    """A compute dtype's own GEMM values, each one given or not (None: the base's)."""
-    names = [n for n in GEMM_PARAMETERS
+    """A dtype's own GEMM and attention values, each one given or not (None: the
+    base's)."""
+    names = [n for n in TABLE_PARAMETERS
              if n != "activation_quant_bytes" or table in QUANTISING_TABLES]
     return st.builds(DtypeEfficiency, **{n: st.none() | _value(n) for n in names})
 
@@ -166,7 +167,9 @@ def _rows() -> Measurements:
         n=np.array([4096, 0, 0, 0, 0, 0, 4096, 0, 1024.0]),
         k=np.array([14336, 0, 0, 0, 0, 0, 4096, 0, 8192.0]),
         message_bytes=np.array([0, 0, 0, 0, 2e6, 1e8, 0, 0, 0.0]),
-        dtype=np.array([bf16] * 6 + [fp8] * 3), kv_dtype=np.full(count, bf16),
+        # the prefill attention and the fp8 step read an fp8 KV cache
+        dtype=np.array([bf16] * 6 + [fp8] * 3),
+        kv_dtype=np.array([bf16, bf16, fp8, bf16, bf16, bf16, bf16, fp8, bf16]),
         time_s=np.ones(count), dataset=np.zeros(count, dtype=int), datasets=("test",),
         # kernels timed every way: graph replays, eager with events, by the host clock
         timer=np.array([TIMERS.index(t) for t in (
