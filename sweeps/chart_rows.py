@@ -107,14 +107,20 @@ class RowCollector:
     def landed(self, index: int) -> None:
         self.pieces[index] = self.pool.submit(cut_shard, self.path(index), self.cut)
 
-    def gather(self, shards: int) -> ChartRows:
+    def gather(self, shards: int) -> ChartRows | None:
         """The rows of shards 0 .. `shards` - 1, those that did not land here (a resumed
-        run's, another process's) cut from their files now."""
+        run's, another process's) cut from their files now; None when a shard could not
+        be read (replaced or removed meanwhile by another process): the charts then read
+        the folder, as `sweep chart` does."""
         import polars as pl
 
         for index in range(shards):
             if index not in self.pieces:
                 self.landed(index)
-        frames = [self.pieces[i].result() for i in range(shards)]
-        self.pool.shutdown()
+        try:
+            frames = [self.pieces[i].result() for i in range(shards)]
+        except (OSError, pl.exceptions.PolarsError):
+            return None
+        finally:
+            self.pool.shutdown()
         return ChartRows(self.cut.charts, pl.concat(frames, how="vertical"))

@@ -169,3 +169,10 @@ def test_the_collector_reads_a_shard_as_the_folder_does(result_dir):
     assert 0 < rows.frame.height < same_points.height * 0 + scan_results(
         result_dir).select(pl.len()).collect().item() / 3
     assert rows.frame.equals(same_points)  # the same values, types and order
+
+
+def test_a_shard_that_cannot_be_read_leaves_the_charts_to_the_folder(result_dir, tmp_path):
+    cut = plan_cut(result_dir)
+    shards = read_manifest(result_dir)["shards"]
+    gone = RowCollector(cut, lambda i: tmp_path / f"shard-{i:06d}.parquet")
+    assert gone.gather(shards) is None
