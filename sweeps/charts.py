@@ -64,7 +64,9 @@ shares), `charts_step` and `charts_serving` (the chart families) and `chart_file
 PNG, SVG and the dashboard); this module holds the registry, the `[charts]` settings and
 `render_charts`, and names the public parts of the others. polars and altair are imported
 inside the functions that use them: importing this module stays light for the CLI and
-the TUI.
+the TUI. `sweep run` builds its charts from the rows it cut from each shard as the shard
+landed (`chart_rows`: the slices' filters follow from the grid's axes, so they are known
+before any row), `sweep chart DIR` from the folder; the two give the same charts.
 """
 from __future__ import annotations
 
