@@ -262,12 +262,13 @@ def convert_splitwise(path: Path) -> Conversion:
         common = {"model": SPLITWISE_MODELS[model], "tp": tp, "weight_dtype": "fp16",
                   "compute_dtype": "fp16", "kv_dtype": "fp16", "phase": "decode"}
         gpu = SPLITWISE_GPUS[hardware]
+        if tp == 2 and batch == 64:  # decode too: 42 ms on H100 after 52 ms at batch 32
+            skipped.append("TP2 batch-64 rows: inconsistent with TP4/TP8, prefill and "
+                           "decode times both drop from batch 32 (a memory-capacity "
+                           "effect; SOURCES.md)")
+            continue
         rows.append(_row("step", gpu, float(raw["token_time"]) / 1e3, batch=batch,
                          context=prompt + float(raw["token_size"]) / 2, **common))
-        if tp == 2 and batch == 64:
-            skipped.append("TP2 batch-64 prefill rows: inconsistent with TP4/TP8 "
-                           "(a memory-capacity effect; SOURCES.md)")
-            continue
         rows.append(_row("step", gpu, float(raw["prompt_time"]) / 1e3, prefill=prompt,
                          prompts=batch, **{**common, "phase": "prefill"}))
     datasets = _group(
