@@ -93,34 +93,43 @@ def cut_shard(path: Path, cut: RowCut) -> pl.DataFrame:
 
 class RowCollector:
     """The cut rows of each shard as it lands (`landed`), and all of them once the
-    dataset is complete (`gather`); `path(index)` is shard `index`'s file. Each cut runs
-    in a thread of its own, so that it overlaps the next shard (polars, numpy and the
-    parquet writer release the GIL)."""
+    dataset is complete (`gather`), for the charts `render_charts(out_dir, names)`
+    renders; `path(index)` is shard `index`'s file. The cut is planned and each shard
+    cut in a thread of its own, so that neither holds up the shards (polars, numpy and
+    the parquet writer release the GIL)."""
 
-    def __init__(self, cut: RowCut, path: Callable[[int], Path]) -> None:
+    def __init__(self, out_dir: Path | str, names: Sequence[str] | Mapping | None,
+                 path: Callable[[int], Path]) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self.cut, self.path = cut, path
-        self.pieces: dict[int, Future] = {}
+        self.path = path
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="chart-rows")
+        self.cut = self.pool.submit(plan_cut, out_dir, names)  # first in the thread
+        self.pieces: dict[int, Future] = {}
 
     def landed(self, index: int) -> None:
-        self.pieces[index] = self.pool.submit(cut_shard, self.path(index), self.cut)
+        self.pieces[index] = self.pool.submit(self._cut_shard, index)
+
+    def _cut_shard(self, index: int) -> pl.DataFrame | None:
+        cut = self.cut.result()  # planned already: the same thread ran it first
+        return None if cut is None else cut_shard(self.path(index), cut)
 
     def gather(self, shards: int) -> ChartRows | None:
         """The rows of shards 0 .. `shards` - 1, those that did not land here (a resumed
-        run's, another process's) cut from their files now; None when a shard could not
-        be read (replaced or removed meanwhile by another process): the charts then read
-        the folder, as `sweep chart` does."""
+        run's, another process's) cut from their files now; None when no chart can be
+        cut, or a shard could not be read (replaced or removed meanwhile by another
+        process): the charts then read the folder, as `sweep chart` does."""
         import polars as pl
 
         for index in range(shards):
             if index not in self.pieces:
                 self.landed(index)
         try:
+            cut = self.cut.result()
             frames = [self.pieces[i].result() for i in range(shards)]
         except (OSError, pl.exceptions.PolarsError):
             return None
         finally:
             self.pool.shutdown()
-        return ChartRows(self.cut.charts, pl.concat(frames, how="vertical"))
+        return None if cut is None else ChartRows(cut.charts,
+                                                  pl.concat(frames, how="vertical"))

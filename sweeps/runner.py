@@ -533,13 +533,12 @@ def _run(sweep, layout, tasks: list[ShardTask], options: RunOptions, progress,
 
 def _chart_rows(out_dir: Path, grid: Grid, options: RunOptions) -> RowCollector | None:
     """What the run keeps of each shard for its charts as the shard lands (see
-    `chart_rows`); None without charts or when none can be cut ahead."""
+    `chart_rows`); None without charts."""
     if not options.charts:
         return None
-    from rooftui.sweeps.chart_rows import RowCollector, plan_cut
+    from rooftui.sweeps.chart_rows import RowCollector
 
-    cut = plan_cut(out_dir, grid.charts)
-    return None if cut is None else RowCollector(cut, lambda i: shard_path(out_dir, i))
+    return RowCollector(out_dir, grid.charts, lambda i: shard_path(out_dir, i))
 
 
 def _render_charts(out_dir: Path, grid: Grid, layout: Layout, progress: Progress,

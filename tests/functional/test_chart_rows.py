@@ -162,8 +162,10 @@ def test_the_rows_cut_from_any_split_give_every_slice(result_dir, cuts, context,
 def test_the_collector_reads_a_shard_as_the_folder_does(result_dir):
     cut = plan_cut(result_dir)
     shards = read_manifest(result_dir)["shards"]
-    rows = RowCollector(cut, lambda i: result_dir / "points" / f"shard-{i:06d}.parquet"
+    rows = RowCollector(result_dir, None,
+                        lambda i: result_dir / "points" / f"shard-{i:06d}.parquet"
                         ).gather(shards)
+    assert rows.charts == cut.charts
     same_points = scan_results(result_dir).filter(
         pl.col("point_id").is_in(rows.frame["point_id"].implode())).collect()
     assert 0 < rows.frame.height < same_points.height * 0 + scan_results(
@@ -172,7 +174,12 @@ def test_the_collector_reads_a_shard_as_the_folder_does(result_dir):
 
 
 def test_a_shard_that_cannot_be_read_leaves_the_charts_to_the_folder(result_dir, tmp_path):
-    cut = plan_cut(result_dir)
     shards = read_manifest(result_dir)["shards"]
-    gone = RowCollector(cut, lambda i: tmp_path / f"shard-{i:06d}.parquet")
+    gone = RowCollector(result_dir, None, lambda i: tmp_path / f"shard-{i:06d}.parquet")
     assert gone.gather(shards) is None
+
+
+def test_a_grid_with_no_chart_to_cut_leaves_them_to_the_folder(result_dir):
+    rows = RowCollector(result_dir, ["latency_vs_rate"],
+                        lambda i: result_dir / "points" / f"shard-{i:06d}.parquet")
+    assert rows.gather(read_manifest(result_dir)["shards"]) is None
