@@ -408,9 +408,9 @@ def _sustained_rate(capacity: float, meets: Callable[[float], bool], tolerance: 
     around them). With a `hint` the simulations first gallop from the hint's rate on the
     bracket's own grid (`_gallop`), so that a good hint leaves the bisection two simulations
     next to its answer and implies the rest; a hint `below` only has its rate simulated
-    (meeting the objective there implies every lower rate of the bisection). The answer is the one the plain bisection gives
-    whenever meeting the objective is monotone in the rate (a rate below one that meets it
-    meets it too), whatever the hint."""
+    (meeting the objective there implies every lower rate of the bisection). The answer is
+    the one the plain bisection gives whenever meeting the objective is monotone in the
+    rate (a rate below one that meets it meets it too), whatever the hint."""
     outcomes = _Outcomes(meets)
     if hint is not None and hint.below:
         start = _grid_at(capacity, tolerance, hint.share * capacity)
@@ -494,7 +494,7 @@ def _gallop(capacity: float, outcomes: _Outcomes, tolerance: float, guess: float
             return
         low, high = bracket
         following = (high if low <= rate else low) if up else low
-        if following >= capacity or following >= rate and not up:
+        if following >= capacity or (not up and following >= rate):  # no grid rate left
             return
         rate, moves = following, moves + 1
         if outcomes(rate) != up:
