@@ -1,7 +1,7 @@
 """The Optimize view's search: `sweep optimize`'s, candidate by candidate (the same
 `evaluate_candidate` over one `Server`, so the same numbers), with a word before every
 simulation: the view shows progress within a candidate, and a cancelled search stops
-there, not at the end of the candidate (a candidate runs a dozen simulations or more).
+there, not at the end of the candidate (a candidate runs several simulations).
 
 The view bounds what one search may hold: a simulation keeps every request's timings,
 about 300 B each (10⁷ requests grew the process to 2.9 GB), and every candidate is a
@@ -20,6 +20,8 @@ from rooftui.sweeps.optimize import (
     Result,
     Server,
     evaluate_candidate,
+    rate_hint,
+    search_predecessors,
     summarize_search,
 )
 
@@ -59,12 +61,18 @@ def check_bounds(requests: int, batches: list[int], budgets: list[int]) -> None:
 def search(problem: Problem, objective: Objective, batches: list[int], budgets: list[int],
            on_candidate: Callable[[Candidate], None],
            before_simulation: Callable[[int, int], None]) -> Result:
-    """Every (B, T) of batches x budgets in order, as `optimize` with one worker."""
+    """Every (B, T) of batches x budgets, as `optimize` with one worker: row by row, each
+    max batch from its largest budget down, every rate search starting from its
+    predecessor's answer (`search_predecessors`); the result in batches x budgets order."""
     check_bounds(problem.requests, batches, budgets)
     server = WatchedServer(problem, max(batches), before_simulation)
-    candidates = []
-    for batch in batches:
-        for budget in budgets:
-            candidates.append(evaluate_candidate(server, objective, batch, budget))
-            on_candidate(candidates[-1])
+    pairs = [(batch, budget) for batch in batches for budget in budgets]
+    predecessors = search_predecessors(batches, budgets)
+    candidates: list[Candidate | None] = [None] * len(pairs)
+    for index in sorted(range(len(pairs)), key=lambda i: (i // len(budgets), -pairs[i][1])):
+        batch, budget = pairs[index]
+        candidates[index] = evaluate_candidate(
+            server, objective, batch, budget,
+            hint=rate_hint(candidates, predecessors, index, batch))
+        on_candidate(candidates[index])
     return summarize_search(objective, candidates)
