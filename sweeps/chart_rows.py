@@ -114,6 +114,11 @@ class RowCollector:
         cut = self.cut.result()  # planned already: the same thread ran it first
         return None if cut is None else cut_shard(self.path(index), cut)
 
+    def discard(self) -> None:
+        """Cancel the cuts not started (a run that renders no chart: the dataset is not
+        complete yet, or its charts are up to date) and let the thread go."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
     def gather(self, shards: int) -> ChartRows | None:
         """The rows of shards 0 .. `shards` - 1, those that did not land here (a resumed
         run's, another process's) cut from their files now; None when no chart can be

@@ -497,6 +497,8 @@ def run_sweep(sweep: Sweep, options: RunOptions, progress: Progress) -> dict[str
     charts_seconds = None
     if complete and options.charts:
         charts_seconds = _render_charts(out_dir, grid, layout, progress, rows)
+    if rows is not None:
+        rows.discard()
     points_computed = sum(_points(layout, i) for i in written)
     return {
         "out_dir": str(out_dir),

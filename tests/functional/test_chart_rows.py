@@ -8,6 +8,8 @@ import io
 import json
 import re
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import polars as pl
@@ -100,6 +102,12 @@ def test_a_resumed_run_cuts_the_shards_it_did_not_write(tmp_path):
     out = tmp_path / "out"
     run_sweep("run", grid, "--out", out, "--shard-size", "1000", "--shard", "0/2")
     assert not list((out / "charts").glob("*.html"))  # incomplete: no charts yet
+    for _ in range(600):  # the run let its cutting thread go: it ends once idle
+        if not any(t.name.startswith("chart-rows") for t in threading.enumerate()):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the chart-rows thread outlived the run")
     run_sweep("run", grid, "--out", out, "--shard-size", "1000")
     made = page_specs(out / "charts")
     assert set(made) == set(charts.DEFAULT_CHARTS)
