@@ -87,7 +87,7 @@ from rooftui.core.efficiency import Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.intervals import dataset_weights, ratio_bounds
-from rooftui.core.model import Model, load_model, model_from_config
+from rooftui.core.model import Model, load_model
 from rooftui.core.point import PointConfig, evaluate_point
 from rooftui.core.scheduler import (
     PERCENTILES,
@@ -152,22 +152,9 @@ ENGINES = {
 }
 DEFAULT_ENGINE = "vllm"  # an engine not named, or not listed
 
-# models of the published runs without a shipped spec: their Hugging Face config.json
-# fields (a shipped spec must also be in the reference tables the spec tests read)
-UNSHIPPED_MODELS = {
-    "qwen3-32b": {  # https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json
-        "model_type": "qwen3", "hidden_size": 5120, "num_hidden_layers": 64,
-        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
-        "intermediate_size": 25600, "vocab_size": 151936, "tie_word_embeddings": False,
-        "max_position_embeddings": 40960, "torch_dtype": "bfloat16"},
-}
-
-
 @functools.cache
 def replay_model(name: str) -> Model:
-    """A shipped model (or spec path), or one of UNSHIPPED_MODELS."""
-    if name in UNSHIPPED_MODELS:
-        return model_from_config(UNSHIPPED_MODELS[name], name, name)
+    """A shipped model or spec path, read once for all the runs that name it."""
     return load_model(name)
 
 

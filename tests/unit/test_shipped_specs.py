@@ -99,8 +99,8 @@ A2_CHOICES = {
 
 
 class ModelRow(NamedTuple):
-    b1: str | None  # the row label in reference table B1 (None: Part C)
-    b4: str | None  # the row label in reference table B4 (None: Part C)
+    b1: str | None  # the row label in reference table B1 (None: Part C, or not in it)
+    b4: str | None  # the row label in reference table B4 (None: Part C, or not in it)
     params: int  # computed from the config, every tensor
     kv_bytes_per_token: int  # bf16, all layers at full length
 
@@ -117,6 +117,9 @@ EXPECTED_MODELS: dict[str, ModelRow] = {
     "qwen2.5-7b": ModelRow("Qwen2.5-7B (base)", "Qwen2.5-7B", 7_615_616_512, 57_344),
     "qwen2.5-72b": ModelRow("Qwen2.5-72B (base)", "Qwen2.5-72B", 72_706_203_648, 327_680),
     "phi-3-mini": ModelRow("Phi-3-mini-4k-instruct", "Phi-3-mini-4k", 3_821_079_552, 393_216),
+    # Not in the reference: 64 x (attention 94,371,840 + q/k norms 256 + FFN 393,216,000
+    # + norms 10,240) + 2 x 777,912,320 (untied embedding and head) + 5,120; 32.8B stated.
+    "qwen3-32b": ModelRow(None, None, 32_762_123_264, 262_144),
     # Part C (1), the seed's "boring" model: 12 d^2 L; KV 524,288 B/token in FP16 (2 B, as bf16).
     "reference-mha-6.4b": ModelRow(None, None, 6_442_450_944, 524_288),
 }
