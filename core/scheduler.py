@@ -2,9 +2,10 @@
 model (`core.step.evaluate_step`).
 
 Policies (the `--policy` of `sweep simulate`):
-- `static`: a batch of up to B waiting requests is prefilled in one step, then decodes
-  until its longest member finishes; finished members hold their slots idle; the next
-  batch takes whatever is waiting when this one ends (or the next arrival).
+- `static` (core/static_batching.py): a batch of up to B waiting requests is prefilled
+  in one step, then decodes until its longest member finishes; finished members hold
+  their slots idle; the next batch takes whatever is waiting when this one ends (or the
+  next arrival).
 - `continuous`: every step runs all decoding sequences; free slots are refilled at once
   and the new prompts are prefilled whole in that same step (a mixed step). An optional
   token budget caps a step's tokens (decodes plus whole prompts, vLLM's
@@ -42,10 +43,8 @@ evaluate_step calls (see its doc) and checks them against evaluate_step when bui
 
 Token accounting: a prompt's prefill yields the first output token; a sequence holding S
 tokens (prompt plus outputs so far) decodes with context S; a request with L output
-tokens runs one prefill and L - 1 decode steps. Metrics use the serving-engine names:
-TTFT (first token minus arrival), TPOT = (E2E - TTFT) / (L - 1) (requests with L > 1),
-ITL (every gap between consecutive tokens of a request), E2E; occupancy is useful
-slot-steps (sequences that advanced in a step) over all slot-steps (B per step).
+tokens runs one prefill and L - 1 decode steps. The metrics (TTFT, TPOT, ITL, E2E,
+occupancy) are core/serving_metrics.py's.
 
 Prefix caching and sessions (`simulate(..., prefix_cache=, sessions=)`, continuous and
 chunked): a request admitted with C of its prompt's tokens in the cache is prefilled as
@@ -61,102 +60,39 @@ import heapq
 import math
 from array import array
 from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.errors import SpecError
 from rooftui.core.prefix_cache import CacheConfig, ServingCache
+from rooftui.core.serving_metrics import (
+    PERCENTILES,
+    request_metrics,
+    summarize,
+    weighted_percentiles,
+)
+from rooftui.core.simulation import (
+    KV_ADMISSIONS,
+    POLICIES,
+    PREFILL_FIRST_BUDGET,
+    SchedulerConfig,
+    Simulation,
+)
+from rooftui.core.static_batching import run_static
 from rooftui.core.step import StepInputs
 from rooftui.core.step_costs import StepCosts
 from rooftui.core.step_log import STEP_COLUMNS, StepLog, decode_stretch, time_untimed
 from rooftui.core.workloads import Requests
 
-POLICIES = ("static", "continuous", "chunked", "prefill_first")
-KV_ADMISSIONS = ("reserve", "paged")
-DEFAULT_TOKEN_BUDGET = 512
-# prefill_first's default prefill batch: SGLang's chunked_prefill_size on 35-160 GB GPUs
-PREFILL_FIRST_BUDGET = 8192
+# the simulator's public names, imported from here by the sweeps, benchmarks and tests
+__all__ = ["KV_ADMISSIONS", "PERCENTILES", "POLICIES", "PREFILL_FIRST_BUDGET", "STEP_COLUMNS",
+           "SchedulerConfig", "Simulation", "StepCosts", "request_metrics", "simulate",
+           "summarize", "weighted_percentiles"]
+
 PAGED_WATERMARK = 0.01  # share of blocks kept free when admitting (vLLM's default)
-PERCENTILES = (50, 90, 99)
 STRETCH_STEPS = 32  # decode-only steps from which a stretch is timed in numpy
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    policy: str = "continuous"
-    max_batch: int = 128
-    token_budget: int | None = None  # None: chunked 512, prefill_first 8192, continuous no cap
-    kv_admission: str = "reserve"
-    block_size: int = 16
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise SpecError(f"unknown policy {self.policy!r}: expected {', '.join(POLICIES)}")
-        if self.kv_admission not in KV_ADMISSIONS:
-            raise SpecError(f"unknown KV admission {self.kv_admission!r}: expected "
-                            f"{', '.join(KV_ADMISSIONS)}")
-        if self.max_batch < 1:
-            raise SpecError(f"the max batch must be >= 1, got {self.max_batch}")
-        if self.block_size < 1:
-            raise SpecError(f"the block size must be >= 1 token, got {self.block_size}")
-        if self.token_budget is not None and self.token_budget < 1:
-            raise SpecError(f"the token budget must be >= 1 token, got {self.token_budget}")
-        if self.policy == "static" and self.token_budget is not None:
-            raise SpecError("a token budget applies to --policy chunked or continuous and "
-                            "to prefill_first")
-        if self.policy == "chunked" and self.budget < self.max_batch:
-            raise SpecError(f"the token budget ({self.budget}) must be at least the max batch "
-                            f"({self.max_batch}): decodes take one token each first")
-        if self.policy == "static" and self.kv_admission == "paged":
-            raise SpecError("static batching reserves whole sequences; --kv-admission paged "
-                            "applies to continuous, chunked and prefill_first")
-
-    @property
-    def budget(self) -> float:
-        """Tokens per step: the chunked or prefill-first default, or no cap for
-        continuous batching."""
-        if self.token_budget is not None:
-            return int(self.token_budget)
-        return {"chunked": DEFAULT_TOKEN_BUDGET,
-                "prefill_first": PREFILL_FIRST_BUDGET}.get(self.policy, math.inf)
-
-
-# ---------------------------------------------------------------------------------------
-# simulation
-
-@dataclass(frozen=True)
-class Simulation:
-    """What one run produced: per-request times, per-step records, ITL samples."""
-
-    config: SchedulerConfig
-    requests: Requests
-    first_token_s: np.ndarray  # time of each request's first output token
-    finish_s: np.ndarray  # time of its last output token
-    preemptions: np.ndarray  # times each request was preempted
-    steps: Mapping[str, np.ndarray]  # STEP_COLUMNS, one entry per step
-    resume_gaps_s: np.ndarray  # token gaps across a preemption (recompute)
-    kv_capacity_tokens: int
-    arrival_s: np.ndarray | None = None  # realised arrivals, when turns wait for others
-    prefix_cache: dict | None = None  # ServingCache.summary, when the cache is on
-    # the client's delay per request outside the engine (the profile's request_overhead_s:
-    # HTTP, tokenisation, detokenisation, streaming), added to its TTFT and E2E
-    front_end_s: float = 0.0
-    # prefill_first: (step of the last token, step of the next, decodes) per group of
-    # decodes that waited through prefill batches (summarize's ITL)
-    stall_gaps: np.ndarray | None = None
-
-    @property
-    def arrivals(self) -> np.ndarray:
-        """Each request's arrival time (s): realised, or the requests' own."""
-        return self.requests.arrival_s if self.arrival_s is None else self.arrival_s
-
-    @property
-    def useful_slots(self) -> np.ndarray:
-        """Sequences that advanced in each step: decodes plus prefill chunks."""
-        return self.steps["decode_tokens"] + self.steps["prefill_chunks"]
 
 
 def _check_capacity(costs: StepCosts, config: SchedulerConfig, requests: Requests) -> None:
@@ -201,7 +137,7 @@ def simulate(inputs: StepInputs, assumptions: Assumptions, config: SchedulerConf
         if caching or waits:
             raise SpecError("prefix caching and think-time sessions are simulated with "
                             "--policy continuous or chunked (or prefill_first)")
-        simulation = _run_static(costs, config, requests)
+        simulation = run_static(costs, config, requests)
     else:
         cache = ServingCache(prefix_cache, sessions.blocks(config.block_size),
                              requests.input_tokens.tolist(), costs.kv_bytes_per_token,
@@ -209,114 +145,6 @@ def simulate(inputs: StepInputs, assumptions: Assumptions, config: SchedulerConf
         simulation = _run_dynamic(costs, config, requests, cache, sessions if waits else None)
     front_end = assumptions.efficiency.request_overhead_s
     return replace(simulation, front_end_s=front_end) if front_end else simulation
-
-
-def _static_batches(costs: StepCosts, inputs: np.ndarray, outputs: np.ndarray,
-                    bounds: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Step records of static batches, all at once: batch b holds requests
-    bounds[b] .. bounds[b+1] - 1 and runs one prefill step then decode steps j = 1 ..
-    max(L) - 1, where the members with L > j decode at context I + j. Returns the
-    records (no start times) and, per request, the index of its last step."""
-    sizes = np.diff(bounds)
-    batch_of = np.repeat(np.arange(sizes.size), sizes)  # of each request
-    lengths = np.maximum.reduceat(outputs, bounds[:-1])  # steps of each batch
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    total = int(offsets[-1])
-    first = offsets[batch_of]  # each request's prefill step
-    last = first + outputs - 1
-
-    def over_decodes(begin, end, weights=None):
-        """Sum over requests of `weights` on steps begin .. end - 1 (difference array)."""
-        delta = np.bincount(begin, weights, total + 1) - np.bincount(end, weights, total + 1)
-        return np.cumsum(delta)[:total]
-
-    begin, end = first + 1, first + outputs
-    active = np.rint(over_decodes(begin, end)).astype(np.int64)
-    j = np.arange(total) - np.repeat(offsets[:-1], lengths)
-    sum_context = over_decodes(begin, end, inputs.astype(np.float64)) + j * active
-    window = costs.window
-    if math.isfinite(window):
-        # context I + j stays below the window while j < w - I, then counts as w
-        turn = np.clip(first + (int(window) - inputs), begin, end)
-        below = over_decodes(begin, turn)
-        sum_window = (over_decodes(begin, turn, inputs.astype(np.float64)) + j * below
-                      + window * over_decodes(turn, end))
-    else:
-        sum_window = sum_context
-    durations = costs.times(*costs.decode_arrays(active, sum_context, sum_window), active)
-
-    chunk_flops, chunk_bytes = costs.chunk_arrays(inputs, np.zeros(inputs.size))
-    per_batch = [[np.bincount(batch_of, part, sizes.size) for part in parts]
-                 for parts in (chunk_flops, chunk_bytes)]
-    prompts = np.bincount(batch_of, inputs, sizes.size)
-    durations[offsets[:-1]] = costs.times(*per_batch, prompts, sizes)
-    records = {
-        "duration_s": durations,
-        "decode_tokens": active,
-        "decode_context_tokens": np.rint(sum_context).astype(np.int64),
-        "prefill_tokens": np.zeros(total, np.int64),
-        "prefill_chunks": np.zeros(total, np.int64),
-        "running": active.copy(),
-        "kv_tokens": np.repeat(np.bincount(batch_of, inputs + outputs, sizes.size),
-                               lengths).astype(np.int64),
-    }
-    records["prefill_tokens"][offsets[:-1]] = prompts.astype(np.int64)
-    records["prefill_chunks"][offsets[:-1]] = sizes
-    records["running"][offsets[:-1]] = sizes
-    return records, last
-
-
-def _static_bounds(lengths: np.ndarray, start: int, stop: int, max_batch: int,
-                   capacity: int, batches: float = math.inf) -> np.ndarray:
-    """Boundaries of up to `batches` batches over requests start .. stop - 1, each the
-    longest prefix of at most max_batch requests whose reserved tokens fit the KV."""
-    bounds = [start]
-    while bounds[-1] < stop and len(bounds) <= batches:
-        head = bounds[-1]
-        window = lengths[head:min(stop, head + max_batch)]
-        bounds.append(head + int(np.count_nonzero(np.cumsum(window) <= capacity)))
-    return np.array(bounds)
-
-
-def _run_static(costs: StepCosts, config: SchedulerConfig, requests: Requests) -> Simulation:
-    """Static batching. A batch's composition is fixed from its prefill to its longest
-    member's last token, so each batch is timed as one vectorised stretch; with closed
-    arrivals every batch is known at t = 0 and all are timed in one go."""
-    arrival = requests.arrival_s
-    inputs, outputs = requests.input_tokens, requests.output_tokens
-    lengths = inputs + outputs
-    count = len(requests)
-    capacity = costs.kv_capacity_tokens
-    first = np.empty(count)
-    finish = np.empty(count)
-    parts: list[dict[str, np.ndarray]] = []
-    now, start = 0.0, 0
-    while start < count:
-        now = max(now, float(arrival[start]))
-        arrived = int(np.searchsorted(arrival, now, side="right"))
-        # once every request has arrived the remaining batches are fixed: time them all
-        bounds = _static_bounds(lengths, start, arrived, config.max_batch, capacity,
-                                math.inf if arrived == count else 1)
-        records, last = _static_batches(costs, inputs[bounds[0]:bounds[-1]],
-                                        outputs[bounds[0]:bounds[-1]], bounds - bounds[0])
-        ends = now + np.cumsum(records["duration_s"])
-        starts = ends - records["duration_s"]
-        members = slice(bounds[0], bounds[-1])
-        prefill_steps = np.flatnonzero(records["prefill_chunks"])
-        first[members] = np.repeat(ends[prefill_steps], np.diff(bounds))
-        finish[members] = ends[last]
-        admitted = np.repeat(bounds[1:], np.diff(np.append(prefill_steps, ends.size)))
-        records["start_s"] = starts
-        records["waiting"] = np.maximum(
-            np.searchsorted(arrival, starts, side="right") - admitted, 0)
-        parts.append(records)
-        now = float(ends[-1])
-        start = int(bounds[-1])
-    steps = {name: parts[0][name] if len(parts) == 1 else
-             np.concatenate([part[name] for part in parts]) for name in STEP_COLUMNS}
-    return Simulation(config=config, requests=requests, first_token_s=first, finish_s=finish,
-                      preemptions=np.zeros(count, np.int64), steps=steps,
-                      resume_gaps_s=np.array([]), kv_capacity_tokens=capacity)
 
 
 def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
@@ -707,95 +535,3 @@ def _run_dynamic(costs: StepCosts, config: SchedulerConfig, requests: Requests,
                       prefix_cache=None if cache is None else cache.summary(load_stall),
                       stall_gaps=np.frombuffer(stall_log, np.int64).reshape(-1, 3)
                       if prefill_first else None)
-
-
-# ---------------------------------------------------------------------------------------
-# metrics
-
-
-def weighted_percentiles(values: np.ndarray, weights: np.ndarray, q) -> np.ndarray:
-    """`np.percentile(np.repeat(values, weights), q)` (linear interpolation) without
-    building the repeated array; weights are non-negative integers."""
-    values, weights = np.asarray(values, np.float64), np.asarray(weights, np.int64)
-    keep = weights > 0
-    values, weights = values[keep], weights[keep]
-    order = np.argsort(values, kind="stable")
-    values, ends = values[order], np.cumsum(weights[order])
-    position = (ends[-1] - 1) * np.asarray(q, np.float64) / 100.0
-    low = np.floor(position)
-    below = values[np.searchsorted(ends, low, side="right")]
-    above = values[np.searchsorted(ends, np.minimum(low + 1, ends[-1] - 1), side="right")]
-    return below + (position - low) * (above - below)
-
-
-def _statistics(values: np.ndarray, weights: np.ndarray | None = None) -> dict | None:
-    if weights is None:
-        values = values[np.isfinite(values)]
-        weights = np.ones(values.size, np.int64)
-    if values.size == 0 or weights.sum() == 0:
-        return None
-    # fsum, not np.dot: a BLAS dot sums in an order that changes with its thread count
-    mean = math.fsum(values * weights) / int(weights.sum())
-    points = weighted_percentiles(values, weights, PERCENTILES)
-    return {"mean": mean, **{f"p{q}": float(v) for q, v in zip(PERCENTILES, points, strict=True)}}
-
-
-def request_metrics(simulation: Simulation) -> dict[str, np.ndarray]:
-    """Per-request TTFT, TPOT, E2E (seconds) as the client sees them (the front end's
-    delay on TTFT and E2E); TPOT is NaN for one-token outputs."""
-    requests = simulation.requests
-    ttft = simulation.first_token_s - simulation.arrivals
-    e2e = simulation.finish_s - simulation.arrivals
-    later = requests.output_tokens - 1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tpot = np.where(later > 0, (e2e - ttft) / later, np.nan)  # the engine's token pace
-    ttft, e2e = ttft + simulation.front_end_s, e2e + simulation.front_end_s
-    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e}
-
-
-def summarize(simulation: Simulation, slo_ttft: float | None = None,
-              slo_tpot: float | None = None) -> dict:
-    """The `sweep simulate --json` metrics."""
-    requests, steps = simulation.requests, simulation.steps
-    per_request = request_metrics(simulation)
-    duration = float(np.max(simulation.finish_s))
-    output_tokens = int(requests.output_tokens.sum())
-    useful = simulation.useful_slots
-    # every decode token's gap is its step's duration (decoding sequences run in every
-    # step); a sequence resumed after preemption adds its own, longer, gap, and decodes
-    # that waited through prefill batches (prefill_first) the time since their last token
-    itl_values = np.concatenate([steps["duration_s"], simulation.resume_gaps_s])
-    itl_weights = np.concatenate([steps["decode_tokens"],
-                                  np.ones(simulation.resume_gaps_s.size, np.int64)])
-    stalls = simulation.stall_gaps
-    if stalls is not None and stalls.size:
-        ends = steps["start_s"] + steps["duration_s"]
-        itl_weights[:useful.size] -= np.bincount(stalls[:, 1], stalls[:, 2], useful.size
-                                                 ).astype(np.int64)
-        itl_values = np.concatenate([itl_values, ends[stalls[:, 1]] - ends[stalls[:, 0]]])
-        itl_weights = np.concatenate([itl_weights, stalls[:, 2]])
-    result = {
-        "requests": len(requests),
-        "duration_s": duration,
-        "throughput_tokens_per_s": output_tokens / duration,
-        "request_throughput": len(requests) / duration,
-        "occupancy": float(useful.sum() / (useful.size * simulation.config.max_batch)),
-        "mean_batch": float(useful.mean()),
-        "preemptions": int(simulation.preemptions.sum()),
-        "ttft_s": _statistics(per_request["ttft_s"]),
-        "tpot_s": _statistics(per_request["tpot_s"]),
-        "itl_s": _statistics(itl_values, itl_weights),
-        "e2e_s": _statistics(per_request["e2e_s"]),
-        "steps": int(useful.size),
-        "output_tokens": output_tokens,
-        "kv_capacity_tokens": simulation.kv_capacity_tokens,
-    }
-    if slo_ttft is not None or slo_tpot is not None:
-        met = np.ones(len(requests), dtype=bool)
-        if slo_ttft is not None:
-            met &= per_request["ttft_s"] <= slo_ttft
-        if slo_tpot is not None:
-            met &= ~(per_request["tpot_s"] > slo_tpot)  # one-token outputs have no TPOT
-        result["slo_attainment"] = float(met.mean())
-        result["goodput_tokens_per_s"] = float(requests.output_tokens[met].sum() / duration)
-    return result

@@ -47,8 +47,12 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
 
     Each row is priced in its own formats: matmuls at the peak of its compute dtype
     (nvfp4 at the fp4 peak), routed experts in their dtype (gpt-oss: mxfp4). fp8 and fp4
-    GEMM rows fit their own parameters (fp8.gemm_mfu, ...; bf16 rows the base ones).
-    End-to-end rows (e2e_ttft, e2e_tpot, e2e_itl) are left out: they are fitted by
+    GEMM rows fit their own parameters (fp8.gemm_mfu, ...; bf16 rows the base ones),
+    attention rows with an 8-bit (4-bit) KV cache the fp8 (fp4) table's attention
+    parameters. A kernel's fixed time follows how it was timed (the CSV's cuda_graphs
+    and timer columns): a CUDA-graph replay pays kernel_overhead_s, an eager launch
+    launch_overhead_s more, a host-clock timing host_timer_overhead_s on top; each is
+    fitted only where rows of both kinds are given. End-to-end rows (e2e_ttft, e2e_tpot, e2e_itl) are left out: they are fitted by
     replay through the simulator. A fitted parameter that ends at a bound of its range
     (efficiency 1 or 0, overhead 0) is flagged: the data want more than the form allows.
 
