@@ -211,10 +211,12 @@ _SERVING = {
 }
 SIMULATE_PARAMETERS: dict[str, Parameter] = {
     **_SETUP, **_SERVING,
-    "policy": Parameter("choice", "static, continuous or chunked", "continuous",
-                        choices=POLICIES),
+    "policy": Parameter("choice", "static, continuous, chunked or prefill_first (SGLang's: "
+                        "a step prefills or decodes, never both; sweep simulate --help)",
+                        "continuous", choices=POLICIES),
     "token_budget": Parameter("count", "tokens per step; 0: the policy's default (chunked "
-                              "512, continuous no cap; static has none)", 0),
+                              "512, prefill_first 8192, continuous no cap; static has none)",
+                              0),
     "arrival": Parameter("choice", "closed, poisson, gamma or trace", "closed",
                          choices=("closed", "poisson", "gamma", "trace")),
     "rate": Parameter("positive", "requests/s (poisson, gamma)"),
@@ -232,7 +234,8 @@ SIMULATE_PARAMETERS: dict[str, Parameter] = {
 }
 OPTIMIZE_PARAMETERS: dict[str, Parameter] = {
     **_SETUP, **_SERVING,
-    "policy": Parameter("choice", "chunked or continuous", "chunked",
+    "policy": Parameter("choice", "chunked or continuous (the search's analytic pass models "
+                        "mixed steps: not prefill_first)", "chunked",
                         choices=("chunked", "continuous")),
     "token_budget": Parameter("positive_count", "tokens per step (chunked: shared with the "
                               "decodes; continuous: a cap)", 512),

@@ -129,7 +129,7 @@ def write(path: Path, header: str, rows: list[str]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("policy", ["continuous", "chunked"])
+@pytest.mark.parametrize("policy", ["continuous", "chunked", "prefill_first"])
 def test_a_second_turn_hits_exactly_the_blocks_of_the_first_turns_prompt_and_output(
         tmp_path, policy):
     first_in, first_out, new = 1000, 300, 250
@@ -149,7 +149,7 @@ def test_a_second_turn_hits_exactly_the_blocks_of_the_first_turns_prompt_and_out
     steps = simulation.steps
     second = np.flatnonzero(steps["start_s"] >= simulation.arrivals[1])[0]
     prefill = first_in + first_out + new - expected
-    if policy == "continuous":
+    if policy != "chunked":  # one step prefills the whole uncached rest
         assert steps["prefill_tokens"][second] == prefill
         want = evaluate_point(H100.with_changes(batch=0, prefill=prefill,
                                                 prefill_context=expected))["step_time_s"]
@@ -176,7 +176,8 @@ def test_generated_sessions_grow_by_the_previous_output_and_the_new_message():
 
 @pytest.mark.parametrize("policy, admission", [("continuous", "reserve"),
                                                ("chunked", "reserve"),
-                                               ("chunked", "paged")])
+                                               ("chunked", "paged"),
+                                               ("prefill_first", "paged")])
 def test_capacity_zero_is_todays_simulator_request_for_request(policy, admission):
     sessions = generated()
     without = run(sessions, None, policy=policy, kv_admission=admission)
