@@ -178,7 +178,8 @@ def test_the_explorers_step_time_shows_a_fitted_profiles_interval():
     def step_time(profile: str) -> str:
         config = named_config("h100-sxm", "llama-2-70b", profile, tp=4, batch=8,
                               context=640)
-        return dict(key_figures(point_report(config)))["step time"]
+        return dict(key_figures(point_report(config), config.assumptions.interval))[
+            "step time"]
 
     shown = step_time("h100-splitwise")
     assert "(80 %: " in shown and shown.endswith(" ms)")
