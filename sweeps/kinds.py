@@ -431,7 +431,8 @@ class SimulateSweep(ServingSweep):
                         f"(sessions:... or a session or hash-id trace), not "
                         f"{values['workload']!r}", True)
             if scheduler.policy == "static":
-                return ("prefix caching is simulated with policy continuous or chunked", True)
+                return ("prefix caching is simulated with policy continuous, chunked or "
+                        "prefill_first", True)
         self._check_fit(values)
         return None
 
