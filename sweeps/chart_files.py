@@ -4,14 +4,15 @@ vl-convert, and the folder's dashboard (`charts/index.html`).
 Building vl-convert's JavaScript bundle costs seconds (about 3 s on a 2-core machine), so
 it is built once per process and kept on disk per vl-convert and Vega-Lite version
 (`bundle_cache_dir`); every later render, in this process or the next, reads it back.
-The spec is built once per chart, without altair's JSON-schema validation (about half
-of altair's save: the tests validate every spec the catalogue builds), and its data
-frames are not converted and hashed row by row: each becomes a named dataset
-(`named_datasets`) that polars writes as JSON. The HTML page is that text in the template
-with the cached bundle. PNG and SVG go through vl-convert's one shared converter, from
-the spec reduced to what the page first shows (`default_rows`: rows a menu hides cost
-the converter time, and a picture has no menus). altair and vl-convert are imported
-only when a chart is written.
+The spec is built once per chart, without JSON-schema validation (about half of
+altair's save: the tests validate every spec the catalogue builds), and its data frames
+are not converted and hashed row by row: each is a named dataset (a step chart's
+`VegaChart` names them; an Altair chart's through `named_datasets`) that polars writes
+as CSV text. The HTML page is that text in the template with the cached bundle. PNG and
+SVG go through vl-convert's one shared converter, from the spec reduced to what the page
+first shows (`default_rows`: rows a menu hides cost the converter time, and a picture
+has no menus). vl-convert is imported only when a chart is written, altair only for an
+Altair chart (the serving charts).
 """
 
 from __future__ import annotations
@@ -80,9 +81,10 @@ def bundle_cache_dir() -> Path:
 
 
 def _vega_lite_version() -> str:
-    from altair.utils._importers import vl_version_for_vl_convert
+    """vl-convert's name of the Vega-Lite version the specs are written for ("v6_4")."""
+    from rooftui.sweeps.vega_spec import VEGA_LITE_VERSION
 
-    return vl_version_for_vl_convert()
+    return "_".join(VEGA_LITE_VERSION.split(".")[:2])
 
 
 @functools.cache
@@ -104,7 +106,7 @@ def vega_bundle() -> str:
 
 
 def warm_up() -> threading.Thread:
-    """Import altair and vl-convert and read the bundle in a background thread, so that a
+    """Import vl-convert and read the bundle in a background thread, so that a
     run rendering its charts at the end pays for them while its shards are computed
     (numpy and the parquet writer release the GIL); a failure here is left to the render,
     which imports them again and says what went wrong. polars and pyarrow, which the run
@@ -115,8 +117,6 @@ def warm_up() -> threading.Thread:
 
     def load() -> None:
         with contextlib.suppress(Exception):
-            import altair  # noqa: F401
-
             vega_bundle()
 
     thread = threading.Thread(target=load, name="chart-warm-up", daemon=True)
@@ -160,7 +160,10 @@ def named_datasets():
 
 
 def chart_spec(chart: alt.TopLevelMixin) -> tuple[dict, dict[str, pl.DataFrame]]:
-    """The chart's Vega-Lite spec (unvalidated) and the frames its named datasets hold."""
+    """The chart's Vega-Lite spec (unvalidated) and the frames its named datasets hold
+    (a step chart is one already: `vega_spec.VegaChart`)."""
+    if hasattr(chart, "frames"):
+        return chart.spec_dict(), chart.frames
     with named_datasets() as frames:
         spec = chart.to_dict(validate=False)
     return spec, frames

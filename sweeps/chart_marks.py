@@ -1,7 +1,10 @@
 """Pieces every chart shares: the palette, dropdowns bound to Vega parameters, legend
 selections, titles that name what the chart holds, and the reason a point does not fit.
 
-altair is imported inside the functions that use it (`import_altair`).
+The step charts take the Vega-Lite dicts (`dropdowns`, `menus`, `chosen_filters`,
+`title_spec`, `palette_scale`, `capped_steps`); the serving charts take the same as
+altair objects (`dropdown_params`, ..., `capped`), altair imported inside the functions
+that use it (`import_altair`).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftui.sweeps.chart_slices import LABELS, OWN, ChartSlice, show
+from rooftui.sweeps.vega_spec import VegaChart, select_param, title
+from rooftui.sweeps.vega_spec import note_chart as note_spec
 
 if TYPE_CHECKING:
     import altair as alt
@@ -39,40 +44,61 @@ def import_altair():
     return alt
 
 
-def dropdown_params(alt, chart_slice: ChartSlice, *axes: str,
-                    initial: Mapping[str, Any] | None = None) -> list:
+def dropdowns(chart_slice: ChartSlice, *axes: str,
+              initial: Mapping[str, Any] | None = None) -> list[dict]:
     """A select box for each axis with more than one kept value (default: `initial`'s
-    value, else the first)."""
+    value, else the first), as a Vega-Lite parameter."""
     params = []
     for axis in axes:
         options = chart_slice.values(axis)
         if len(options) > 1:
-            value = (initial or {}).get(axis, options[0])
-            params.append(alt.param(name=f"{axis}_choice", value=value,
-                                    bind=alt.binding_select(options=options,
-                                                            name=f"{LABELS[axis]} ")))
+            params.append(select_param(f"{axis}_choice", (initial or {}).get(axis, options[0]),
+                                       options, f"{LABELS[axis]} "))
     return params
+
+
+def menus(chart_slice: ChartSlice) -> list[dict]:
+    """A select box for each held axis offered as a menu, open on its representative (a
+    structure axis: on "own", each model's own value, then the values)."""
+    return [select_param(f"{axis}_choice", value, [OWN, *chart_slice.values(axis)]
+                         if value == OWN else chart_slice.values(axis), f"{LABELS[axis]} ")
+            for axis, value in chart_slice.menus.items()]
+
+
+def chosen_filters(params: Sequence[dict]) -> list[dict]:
+    """Filters keeping the rows whose dropdown axes equal the current choices ("own":
+    the rows at each model's own value)."""
+    filters = []
+    for param in params:
+        name = param["name"]
+        axis = name.removesuffix("_choice")
+        filters.append({"filter": f"{name} == '{OWN}' ? datum['{axis}_own'] "
+                                  f": datum['{axis}'] == {name}"})
+    return filters
+
+
+def _altair_params(alt, params: Sequence[dict]) -> list:
+    return [alt.param(name=p["name"], value=p["value"], bind=alt.binding_select(
+        options=p["bind"]["options"], name=p["bind"]["name"])) for p in params]
+
+
+def dropdown_params(alt, chart_slice: ChartSlice, *axes: str,
+                    initial: Mapping[str, Any] | None = None) -> list:
+    """`dropdowns` as altair parameters."""
+    return _altair_params(alt, dropdowns(chart_slice, *axes, initial=initial))
 
 
 def menu_params(alt, chart_slice: ChartSlice) -> list:
-    """A select box for each held axis offered as a menu, open on its representative (a
-    structure axis: on "own", each model's own value, then the values)."""
-    params = []
-    for axis, value in chart_slice.menus.items():
-        options = [OWN, *chart_slice.values(axis)] if value == OWN else chart_slice.values(axis)
-        params.append(alt.param(name=f"{axis}_choice", value=value, bind=alt.binding_select(
-            options=options, name=f"{LABELS[axis]} ")))
-    return params
+    """`menus` as altair parameters."""
+    return _altair_params(alt, menus(chart_slice))
 
 
 def only_chosen(alt, chart, params: list):
     """`chart` keeping the rows whose dropdown axes equal the current choices ("own":
-    the rows at each model's own value)."""
-    for param in params:
-        axis = param.name.removesuffix("_choice")
-        chart = chart.transform_filter(
-            f"{param.name} == '{OWN}' ? datum['{axis}_own'] : datum['{axis}'] == {param.name}"
-            if param.value == OWN else alt.datum[axis] == param)
+    the rows at each model's own value). A parameter's value is an expression here, so
+    every filter takes the "own" form (as the dict charts write it)."""
+    for step in chosen_filters([{"name": p.name} for p in params]):
+        chart = chart.transform_filter(step["filter"])
     return chart
 
 
@@ -95,13 +121,17 @@ def when_fits(alt, channel, otherwise: str):
                 condition={"test": "datum.fits", **channel.to_dict(validate=False)})
 
 
-def title_params(alt, text: str, chart_slice: ChartSlice, *notes: str,
-                 grid: Mapping[str, Any] | None = None, menus: Sequence[str] = ()):
+def title_spec(text: str, chart_slice: ChartSlice, *notes: str,
+               grid: Mapping[str, Any] | None = None, menus: Sequence[str] = ()) -> dict:
     """The chart's title with what it is about (`about`) and its subtitle: held values,
     then `notes` (what it reduces over, how to read it)."""
-    return alt.TitleParams(text=text, subtitle=[about(chart_slice, grid, menus),
-                                                *chart_slice.subtitle(*notes)],
-                           anchor="start")
+    return title(text, [about(chart_slice, grid, menus), *chart_slice.subtitle(*notes)])
+
+
+def title_params(alt, text: str, chart_slice: ChartSlice, *notes: str,
+                 grid: Mapping[str, Any] | None = None, menus: Sequence[str] = ()):
+    """`title_spec` as altair's title."""
+    return alt.TitleParams(**title_spec(text, chart_slice, *notes, grid=grid, menus=menus))
 
 
 ABOUT = ("model", "gpu", "tp", "workload", "slo_ttft", "slo_tpot")
@@ -141,13 +171,18 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "
 INFEASIBLE = "#9a9a9a"
 
 
-def palette(alt, values: Sequence) -> Any:
+def palette_scale(values: Sequence) -> dict:
     """A colour-blind-safe scale for a nominal field with `values` (Okabe-Ito, then
     tableau10 past eight)."""
     values = list(values)
     if len(values) <= len(OKABE_ITO):
-        return alt.Scale(domain=values, range=OKABE_ITO[:len(values)])
-    return alt.Scale(domain=values, scheme="tableau10")
+        return {"domain": values, "range": OKABE_ITO[:len(values)]}
+    return {"domain": values, "scheme": "tableau10"}
+
+
+def palette(alt, values: Sequence) -> Any:
+    """`palette_scale` as altair's scale."""
+    return alt.Scale(**palette_scale(values))
 
 
 def byte_text(pl, value):
@@ -230,23 +265,31 @@ def _gigabytes(value: float) -> str:
     return f"{value / 1e9:.0f} GB" if value >= 10e9 else f"{value / 1e9:.2g} GB"
 
 
-def capped(alt, chart, field: str, into: str, *, groupby: Sequence[str] = ()):
-    """`chart` with `into`: `field` where the row fits, else `field` cut to the largest
-    value of the rows that fit (of the same `groupby`, after the menus' filters): rows
-    that do not fit never stretch the axis; they sit at its edge, their value in the
-    tooltip."""
+def capped_steps(field: str, into: str, *, groupby: Sequence[str] = ()) -> list[dict]:
+    """Transforms adding `into`: `field` where the row fits, else `field` cut to the
+    largest value of the rows that fit (of the same `groupby`, after the menus'
+    filters): rows that do not fit never stretch the axis; they sit at its edge, their
+    value in the tooltip."""
     cap = f"{into}_cap"
-    return chart.transform_calculate(**{f"{into}_fit": f"datum.fits ? datum.{field} : null"}
-                                     ).transform_joinaggregate(
-        **{cap: f"max({into}_fit)"}, groupby=list(groupby)).transform_calculate(
-        **{into: f"datum.fits || !isValid(datum.{cap}) ? datum.{field} "
-                 f": min(datum.{field}, datum.{cap})"})
+    return [{"calculate": f"datum.fits ? datum.{field} : null", "as": f"{into}_fit"},
+            {"joinaggregate": [{"op": "max", "field": f"{into}_fit", "as": cap}],
+             "groupby": list(groupby)},
+            {"calculate": f"datum.fits || !isValid(datum.{cap}) ? datum.{field} "
+                          f": min(datum.{field}, datum.{cap})", "as": into}]
 
 
-def empty_chart(alt, text: str, reason: str) -> alt.TopLevelMixin:
+def capped(alt, chart, field: str, into: str, *, groupby: Sequence[str] = ()):
+    """`chart` with `capped_steps`."""
+    fit, (aggregate,), cut = (step.get("joinaggregate", step) for step in capped_steps(
+        field, into, groupby=groupby))
+    return chart.transform_calculate(**{fit["as"]: fit["calculate"]}).transform_joinaggregate(
+        **{aggregate["as"]: f"max({aggregate['field']})"}, groupby=list(groupby)
+    ).transform_calculate(**{cut["as"]: cut["calculate"]})
+
+
+def empty_chart(text: str, reason: str) -> VegaChart:
     """A chart that says why there is nothing to draw, rather than failing the render."""
-    return alt.Chart(alt.Data(values=[{"message": reason}])).mark_text(size=14).encode(
-        text="message:N").properties(title=text, width=WIDTH, height=80, name="note")
+    return note_spec(text, reason, WIDTH)
 
 
 PART_LABELS = {"gemm": "GEMM (weights)", "attention": "attention (KV)", "step": "whole step",

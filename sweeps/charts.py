@@ -1,12 +1,15 @@
-"""The chart catalogue: Altair views of a sweep's results, as standalone HTML, PNG and SVG.
+"""The chart catalogue: Vega-Lite views of a sweep's results, as standalone HTML, PNG and
+SVG.
 
 Each chart function takes the results (a polars DataFrame or LazyFrame with the columns
-`sweep run` writes: the axes, every step metric, peaks) and returns an Altair chart; the
+`sweep run` writes: the axes, every step metric, peaks) and returns a chart (the step
+charts a `vega_spec.VegaChart`, their spec built as plain dicts; the serving charts an
+Altair chart); the
 registry `CHARTS` maps a name to it and `render_charts` writes a result directory's charts
 into its `charts/` folder. The HTML embeds the Vega JavaScript (vl-convert's bundle), so
 a chart opens from a disk or an e-mail with no network at all.
 
-Bounded whatever the grid size: a chart never hands altair the raw rows. It takes a
+Bounded whatever the grid size: a chart never draws the raw rows. It takes a
 *slice* (`take_slice`): each axis it shows keeps at most a fixed number of values (the
 first, the last and others evenly spaced, on a log scale for numbers spanning more than
 a decade), GPU and model become dropdowns, and every other axis is held at one
@@ -54,17 +57,18 @@ Size: a slice holds at most `MAX_ROWS` rows (`_fit` cuts the shown axes until th
 product of their counts fits), each of at most ten short fields with metrics rounded to
 4 significant digits: about 160 bytes of JSON a row with the shipped names, so about
 2.5 MB of data beside the 0.9 MB of Vega JavaScript (names four times as long would
-still fit in 5 MB). Altair stores a frame once however many layers draw it. A
-slice may exceed Altair's default 5,000-row guard: `save_chart` lifts it (as
-`Chart.save` does); anything else serialising a chart should wrap the call in
+still fit in 5 MB). A chart stores a frame once however many layers draw it. A
+slice may exceed Altair's default 5,000-row guard: `save_chart` lifts it for the serving
+charts (as `Chart.save` does); anything else serialising one should wrap the call in
 `alt.data_transformers.disable_max_rows()`.
 
 The catalogue lives in `chart_slices` (the slice rules), `chart_marks` (pieces every chart
 shares), `charts_step` and `charts_serving` (the chart families) and `chart_files` (HTML,
 PNG, SVG and the dashboard); this module holds the registry, the `[charts]` settings and
 `render_charts`, and names the public parts of the others. polars and altair are imported
-inside the functions that use them: importing this module stays light for the CLI and
-the TUI. `sweep run` builds its charts from the rows it cut from each shard as the shard
+inside the functions that use them (altair only by the serving charts: `sweep run` of a
+step grid never imports it), so importing this module stays light for the CLI and the
+TUI. `sweep run` builds its charts from the rows it cut from each shard as the shard
 landed (`chart_rows`: the slices' filters follow from the grid's axes, so they are known
 before any row), `sweep chart DIR` from the folder; the two give the same charts.
 """
@@ -311,7 +315,7 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
             return CHARTS[name](frame, fixed=settings.fixed, axes=axes, grid=manifest)
 
         # two builds at once: one's parquet scan (polars, no GIL) runs while the other
-        # builds its altair objects; saved in order, here
+        # builds its spec; saved in order, here
         with ThreadPoolExecutor(2) as pool:
             for name, chart in zip(todo, pool.map(build, todo), strict=True):
                 extensions = {path.suffix for path in files[name]}

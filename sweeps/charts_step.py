@@ -7,24 +7,22 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rooftui.sweeps import vega_spec as vl
 from rooftui.sweeps.chart_marks import (
     HEIGHT,
     MEMORY_COLUMNS,
     OKABE_ITO,
     PART_LABELS,
     WIDTH,
-    capped,
+    capped_steps,
+    chosen_filters,
     columns_of,
-    dropdown_params,
+    dropdowns,
     empty_chart,
-    highlight,
-    import_altair,
-    legend_selection,
-    menu_params,
-    only_chosen,
-    palette,
+    menus,
+    palette_scale,
     spaced_labels,
-    title_params,
+    title_spec,
     with_memory_note,
 )
 from rooftui.sweeps.chart_slices import (
@@ -47,11 +45,18 @@ STEP_MENUS = ("context", "kv_dtype", "mfu_assumed", "prefill", "group_size", "co
 RIDGES = ("gpu", "compute_dtype", "ridge")  # every GPU's ridge, from all the rows
 
 if TYPE_CHECKING:
-    import altair as alt
-
     from rooftui.sweeps.chart_slices import Dimensions, Frame
+    from rooftui.sweeps.vega_spec import VegaChart
 
 ROOFLINE_PARTS = ("gemm", "attention", "step")
+# the tooltip lines the step charts share
+TIPS = {"gpu": vl.tooltip("gpu:N", "GPU"), "model": vl.tooltip("model:N"),
+        "batch": vl.tooltip("batch:Q", "batch (sequences)", ","),
+        "context": vl.tooltip("context:Q", "context (tokens)", ","),
+        "step_ms": vl.tooltip("step_ms:Q", "step time (ms)", ",.4~g"),
+        "tok_s": vl.tooltip("tok_s:Q", "all users (tok/s)", ",.0f"),
+        "memory": vl.tooltip("memory:N", "memory"), "part": vl.tooltip("part:N"),
+        "bound": vl.tooltip("bound:N")}
 
 
 def roofline_slice(columns: Sequence[str]) -> SliceRequest:
@@ -67,7 +72,7 @@ def roofline_slice(columns: Sequence[str]) -> SliceRequest:
 
 def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                    axes: Dimensions | None = None,
-                   grid: Mapping[str, Any] | None = None) -> alt.TopLevelMixin:
+                   grid: Mapping[str, Any] | None = None) -> VegaChart:
     """Attainable FLOP/s vs intensity (log-log): roofs, ridges, the step's parts.
 
     One hue per GPU: its roof (the memory roof up to the ridge, then the compute roof of
@@ -77,7 +82,6 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
     in the tooltip, and does not stretch the axes."""
     import polars as pl
 
-    alt = import_altair()
     title = "Roofline: where the step's parts sit"
     parts = ROOFLINE_PARTS
     chart_slice = roofline_slice(columns_of(frame)).take(frame, fixed=fixed, axes=axes,
@@ -107,7 +111,7 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
         ridge=rounded(pl, pl.col("peak_tflops") / pl.col("bandwidth_tbs"))).filter(
         positive(pl, "ridge")).sort("gpu", "compute_dtype")
     if points.is_empty() or ridges.is_empty():
-        return empty_chart(alt, title, "no step with work to place in these results")
+        return empty_chart(title, "no step with work to place in these results")
     # the axes span the roofs and the points that fit, never those that do not
     feasible = points.filter(pl.col("fits"))
     placed = feasible if not feasible.is_empty() else points
@@ -123,66 +127,60 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
     top = max(roofs["tflops"].max(), placed["tflops"].max()) * 1.5
 
     gpus = chart_slice.values("gpu") or data["gpu"].unique(maintain_order=True).to_list()
-    gpu_menu = ([alt.param(name="gpu_choice", value="all", bind=alt.binding_select(
-        options=["all", *gpus], name="GPU "))] if len(gpus) > 1 else [])
-    menus = dropdown_params(alt, chart_slice, "model", "compute_dtype",
-                            initial={"compute_dtype": _pick_dtype(chart_slice)})
-    point_menus = menu_params(alt, chart_slice)
-
-    def chosen(chart):
-        chart = only_chosen(alt, chart, [m for m in menus if m.name == "compute_dtype_choice"])
-        if gpu_menu:
-            chart = chart.transform_filter("gpu_choice == 'all' || datum.gpu == gpu_choice")
-        return chart
-
-    x = alt.X("intensity:Q", scale=alt.Scale(type="log", domain=[low, high]),
-              title="Arithmetic intensity (FLOP/byte)")
-    y = alt.Y("tflops:Q", scale=alt.Scale(type="log", domain=[bottom, top]),
-              axis=alt.Axis(format="~g"), title="Attainable throughput (TFLOP/s)")
-    color = alt.Color("gpu:N", title="GPU", scale=palette(alt, gpus))
-    gpu_pick = legend_selection(alt, "gpu")
-    roof_tooltip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("compute_dtype:N",
-                                                                    title="compute"),
-                    alt.Tooltip("peak_tflops:Q", title="peak (TFLOP/s)", format=",.4~g"),
-                    alt.Tooltip("bandwidth_tbs:Q", title="bandwidth (TB/s)", format=",.4~g"),
-                    alt.Tooltip("ridge:Q", title="ridge (FLOP/byte)", format=",.1f")]
-    roof_lines = chosen(alt.Chart(roofs)).mark_line(strokeWidth=2, clip=True).encode(
-        x=x, y=y, detail="gpu:N", color=color, tooltip=roof_tooltip,
-        opacity=highlight(alt, gpu_pick)).add_params(gpu_pick, *gpu_menu, *menus, *point_menus
-                                                     ).properties(name="roofs")
-    ridge_marks = chosen(alt.Chart(ridges)).mark_point(
-        shape="diamond", filled=True, size=90, clip=True).encode(
-        x="ridge:Q", y="peak_tflops:Q", color=color, tooltip=roof_tooltip,
-        opacity=highlight(alt, gpu_pick)).properties(name="ridges")
-    point_tooltip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("model:N"),
-                     alt.Tooltip("compute_dtype:N", title="compute"),
-                     alt.Tooltip("batch:Q", title="batch (sequences)", format=","),
-                     alt.Tooltip("part:N"),
-                     alt.Tooltip("intensity:Q", title="intensity (FLOP/byte)",
-                                 format=",.2f"),
-                     alt.Tooltip("tflops:Q", title="achieved (TFLOP/s)", format=",.4~g"),
-                     alt.Tooltip("bound:N"), alt.Tooltip("memory:N", title="memory")]
-    base = only_chosen(alt, chosen(alt.Chart(points)),
-                       [m for m in menus if m.name == "model_choice"] + point_menus)
+    gpu_menu = ([vl.select_param("gpu_choice", "all", ["all", *gpus], "GPU ")]
+                if len(gpus) > 1 else [])
+    choices = dropdowns(chart_slice, "model", "compute_dtype",
+                        initial={"compute_dtype": _pick_dtype(chart_slice)})
+    point_menus = menus(chart_slice)
+    chosen = chosen_filters([m for m in choices if m["name"] == "compute_dtype_choice"]) + (
+        [{"filter": "gpu_choice == 'all' || datum.gpu == gpu_choice"}] if gpu_menu else [])
+    x = vl.field("intensity:Q", scale={"type": "log", "domain": [low, high]},
+                 title="Arithmetic intensity (FLOP/byte)")
+    y = vl.field("tflops:Q", scale={"type": "log", "domain": [bottom, top]},
+                 axis={"format": "~g"}, title="Attainable throughput (TFLOP/s)")
+    color = vl.field("gpu:N", title="GPU", scale=palette_scale(gpus))
+    gpu_pick = vl.legend_selection("gpu")
+    roof_tooltip = [TIPS["gpu"], vl.tooltip("compute_dtype:N", "compute"),
+                    vl.tooltip("peak_tflops:Q", "peak (TFLOP/s)", ",.4~g"),
+                    vl.tooltip("bandwidth_tbs:Q", "bandwidth (TB/s)", ",.4~g"),
+                    vl.tooltip("ridge:Q", "ridge (FLOP/byte)", ",.1f")]
+    roof_lines = vl.with_params(vl.unit(
+        roofs, vl.mark("line", strokeWidth=2, clip=True),
+        {"x": x, "y": y, "detail": vl.field("gpu:N"), "color": color,
+         "tooltip": roof_tooltip, "opacity": vl.highlight(gpu_pick)},
+        transform=chosen, name="roofs"), [gpu_pick, *gpu_menu, *choices, *point_menus])
+    ridge_marks = vl.unit(
+        ridges, vl.mark("point", shape="diamond", filled=True, size=90, clip=True),
+        {"x": vl.field("ridge:Q"), "y": vl.field("peak_tflops:Q"), "color": color,
+         "tooltip": roof_tooltip, "opacity": vl.highlight(gpu_pick)},
+        transform=chosen, name="ridges")
+    point_tooltip = [TIPS["gpu"], TIPS["model"],
+                     vl.tooltip("compute_dtype:N", "compute"),
+                     TIPS["batch"], TIPS["part"],
+                     vl.tooltip("intensity:Q", "intensity (FLOP/byte)", ",.2f"),
+                     vl.tooltip("tflops:Q", "achieved (TFLOP/s)", ",.4~g"),
+                     TIPS["bound"], TIPS["memory"]]
+    base = chosen + chosen_filters([m for m in choices if m["name"] == "model_choice"]
+                                   + point_menus)
     encoding = {"x": x, "y": y, "color": color, "tooltip": point_tooltip,
-                "shape": alt.Shape("part:N", title="Part",
-                                   sort=[PART_LABELS[p] for p in parts]),
-                "size": alt.Size("batch:Q", title="Batch (sequences)",
-                                 scale=alt.Scale(type="log", range=[25, 220]),
-                                 legend=alt.Legend(format=","))}
-    dots = base.transform_filter("datum.fits").mark_point(filled=True).encode(
-        **encoding, opacity=highlight(alt, gpu_pick, on=0.9, off=0.08)).properties(name="parts")
-    hollow = base.transform_filter("!datum.fits").mark_point(
-        filled=False, strokeWidth=1.2, clip=True).encode(
-        **encoding, opacity=highlight(alt, gpu_pick, on=0.6, off=0.05)).properties(
-        name="parts_over_memory")
-    return alt.layer(
+                "shape": vl.field("part:N", title="Part",
+                                  sort=[PART_LABELS[p] for p in parts]),
+                "size": vl.field("batch:Q", title="Batch (sequences)",
+                                 scale={"type": "log", "range": [25, 220]},
+                                 legend={"format": ","})}
+    dots = vl.unit(points, vl.mark("point", filled=True),
+                   {**encoding, "opacity": vl.highlight(gpu_pick, on=0.9, off=0.08)},
+                   transform=[*base, {"filter": "datum.fits"}], name="parts")
+    hollow = vl.unit(points, vl.mark("point", filled=False, strokeWidth=1.2, clip=True),
+                     {**encoding, "opacity": vl.highlight(gpu_pick, on=0.6, off=0.05)},
+                     transform=[*base, {"filter": "!datum.fits"}], name="parts_over_memory")
+    return vl.VegaChart(vl.layer(
         roof_lines, ridge_marks, dots, hollow, width=WIDTH, height=HEIGHT,
-        title=title_params(alt, title, chart_slice,
-                           "lines: memory roof (intensity × bandwidth) up to the ridge "
-                           "(diamond), then the compute roof; points: the FLOP/s each part "
-                           "achieves; hollow: weights + KV exceed GPU memory",
-                           grid=grid, menus=("model",)))
+        title=title_spec(title, chart_slice,
+                         "lines: memory roof (intensity × bandwidth) up to the ridge "
+                         "(diamond), then the compute roof; points: the FLOP/s each part "
+                         "achieves; hollow: weights + KV exceed GPU memory",
+                         grid=grid, menus=("model",))))
 
 
 def _pick_dtype(chart_slice: ChartSlice) -> Any:
@@ -199,7 +197,7 @@ def throughput_slice(columns: Sequence[str]) -> SliceRequest:
 
 def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                               axes: Dimensions | None = None,
-                              grid: Mapping[str, Any] | None = None) -> alt.TopLevelMixin:
+                              grid: Mapping[str, Any] | None = None) -> VegaChart:
     """Decode tokens/s vs batch, all users and per user, one line per context.
 
     Lines join the batches that fit; a hollow circle marks one whose weights and KV do
@@ -207,14 +205,13 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
     rule the largest batch that fits (the seed's chart, for every GPU and model)."""
     import polars as pl
 
-    alt = import_altair()
     title = "Decode throughput vs batch"
     chart_slice = throughput_slice(columns_of(frame)).take(frame, fixed=fixed, axes=axes,
                                                            grid=grid)
     held_menus = chart_slice.menu_columns
     data = chart_slice.data.filter(positive(pl, "batch", "tokens_per_s"))
     if data.is_empty():
-        return empty_chart(alt, title, "no decode step (batch > 0) in these results")
+        return empty_chart(title, "no decode step (batch > 0) in these results")
     data = with_memory_note(pl, data if "fits" in data.columns
                             else data.with_columns(fits=pl.lit(True)), grid)
     limits = data.group_by("gpu", "model", "context", *held_menus).agg(
@@ -226,60 +223,56 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
         user_tok_s=pl.col("per_user_tokens_per_s"),
         step_ms=rounded(pl, pl.col("step_time_s") * 1e3),
         attention=pl.col("attention_share"))
-    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model") + menu_params(alt,
-                                                                                chart_slice)
-    context_pick = legend_selection(alt, "context")
-    x = alt.X("batch:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format=","),
-              title="Batch (sequences)")
-    color = alt.Color("context:O", title="Context (tokens)", scale=alt.Scale(scheme="viridis"),
-                      legend=alt.Legend(format=","))
-    tooltip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("model:N"),
-               alt.Tooltip("context:Q", title="context (tokens)", format=","),
-               alt.Tooltip("batch:Q", title="batch (sequences)", format=","),
-               alt.Tooltip("tok_s:Q", title="all users (tok/s)", format=",.0f"),
-               alt.Tooltip("user_tok_s:Q", title="per user (tok/s)", format=",.1f"),
-               alt.Tooltip("step_ms:Q", title="step time (ms)", format=",.4~g"),
-               alt.Tooltip("attention:Q", title="attention share", format=".0%"),
-               alt.Tooltip("memory:N", title="memory")]
-    opacity = highlight(alt, context_pick)
+    choices = dropdowns(chart_slice, "gpu", "model") + menus(chart_slice)
+    chosen = chosen_filters(choices)
+    context_pick = vl.legend_selection("context")
+    x = vl.field("batch:Q", scale={"type": "log", "base": 2}, axis={"format": ","},
+                 title="Batch (sequences)")
+    color = vl.field("context:O", title="Context (tokens)", scale={"scheme": "viridis"},
+                     legend={"format": ","})
+    tooltip = [TIPS["gpu"], TIPS["model"],
+               TIPS["context"],
+               TIPS["batch"],
+               TIPS["tok_s"],
+               vl.tooltip("user_tok_s:Q", "per user (tok/s)", ",.1f"),
+               TIPS["step_ms"],
+               vl.tooltip("attention:Q", "attention share", ".0%"),
+               TIPS["memory"]]
+    opacity = vl.highlight(context_pick)
 
-    def panel(name: str, metric: str, axis_title: str, params: list):
-        base = capped(alt, only_chosen(alt, alt.Chart(points), dropdowns), metric, "shown"
-                      ).transform_calculate(plotted=f"{LOG_Y} ? log(max(datum.shown, 1e-9)) "
-                                                    "/ LN10 : datum.shown")
+    def panel(name: str, metric: str, axis_title: str, params: list) -> dict:
+        base = [*chosen, *capped_steps(metric, "shown"),
+                {"calculate": f"{LOG_Y} ? log(max(datum.shown, 1e-9)) / LN10 : datum.shown",
+                 "as": "plotted"}]
         # Vega-Lite cannot bind a scale's type: the toggle plots log10 and labels powers
-        y = alt.Y("plotted:Q", title=axis_title, scale=alt.Scale(zero=alt.expr(f"!{LOG_Y}")),
-                  axis=alt.Axis(labelExpr=f"{LOG_Y} ? format(pow(10, datum.value), '~s') "
-                                          ": format(datum.value, '~s')"))
-        fitting = base.transform_filter("datum.fits")
-        line = fitting.mark_line().encode(x=x, y=y, color=color, opacity=opacity,
-                                          tooltip=tooltip)
-        marks = fitting.mark_point(size=55, filled=True).encode(
-            x=x, y=y, color=color, opacity=opacity, tooltip=tooltip)
-        over = base.transform_filter("!datum.fits").mark_point(
-            size=55, filled=False, strokeWidth=1.5).encode(
-            x=x, y=y, color=color, opacity=opacity, tooltip=tooltip)
-        rules = only_chosen(alt, alt.Chart(limits), dropdowns).mark_rule(
-            strokeDash=[5, 4]).encode(
-            x="max_batch:Q", color=color, opacity=opacity,
-            tooltip=[alt.Tooltip("context:Q", title="context (tokens)", format=","),
-                     alt.Tooltip("max_batch:Q", title="largest batch in memory",
-                                 format=",")])
-        # Only the layer holding the selection is named: Altair binds a selection to
-        # every named layer of a layered chart inside a concat (a duplicate signal).
-        return alt.layer(line.add_params(*params).properties(name=f"{name}_lines"),
-                         marks, over, rules, width=WIDTH // 2 + 60, height=HEIGHT - 40)
+        y = vl.field("plotted:Q", title=axis_title, scale={"zero": {"expr": f"!{LOG_Y}"}},
+                     axis={"labelExpr": f"{LOG_Y} ? format(pow(10, datum.value), '~s') "
+                                        ": format(datum.value, '~s')"})
+        encoding = {"x": x, "y": y, "color": color, "opacity": opacity, "tooltip": tooltip}
+        fitting = [*base, {"filter": "datum.fits"}]
+        line = vl.unit(points, vl.mark("line"), encoding, transform=fitting,
+                       name=f"{name}_lines")
+        marks = vl.unit(points, vl.mark("point", size=55, filled=True), encoding,
+                        transform=fitting)
+        over = vl.unit(points, vl.mark("point", size=55, filled=False, strokeWidth=1.5),
+                       encoding, transform=[*base, {"filter": "!datum.fits"}])
+        rules = vl.unit(limits, vl.mark("rule", strokeDash=[5, 4]), {
+            "x": vl.field("max_batch:Q"), "color": color, "opacity": opacity,
+            "tooltip": [TIPS["context"],
+                        vl.tooltip("max_batch:Q", "largest batch in memory", ",")]},
+            transform=chosen)
+        # Only the layer holding the selection is named, as altair's charts had it
+        return vl.layer(vl.with_params(line, params), marks, over, rules,
+                        width=WIDTH // 2 + 60, height=HEIGHT - 40)
 
-    return alt.hconcat(
+    return vl.VegaChart(vl.hconcat(
         panel("all_users", "tok_s", "Tokens per second, all users (tok/s)",
-              [context_pick, *dropdowns, alt.param(name=LOG_Y, value=False,
-                                                   bind=alt.binding_checkbox(
-                                                       name="log tokens/s "))]),
+              [context_pick, *choices, vl.checkbox_param(LOG_Y, False, "log tokens/s ")]),
         panel("per_user", "user_tok_s", "Tokens per second per user (tok/s)", []),
-        title=title_params(
-        alt, title, chart_slice, "hollow = weights + KV exceed GPU memory (at the top edge "
-        "when above the batches that fit); dashed rule = the largest batch that fits",
-        grid=grid, menus=("gpu", "model")))
+        title=title_spec(
+            title, chart_slice, "hollow = weights + KV exceed GPU memory (at the top edge "
+            "when above the batches that fit); dashed rule = the largest batch that fits",
+            grid=grid, menus=("gpu", "model"))))
 
 
 def _group_axis(columns: Sequence[str]) -> str:
@@ -294,7 +287,7 @@ def intensity_slice(columns: Sequence[str]) -> SliceRequest:
 
 def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                             axes: Dimensions | None = None,
-                            grid: Mapping[str, Any] | None = None) -> alt.TopLevelMixin:
+                            grid: Mapping[str, Any] | None = None) -> VegaChart:
     """Decode intensity ceiling vs context, per group size, against the ridges.
 
     The closed form as batch grows without bound (the step's `intensity_ceiling`) as
@@ -302,7 +295,6 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
     batch does not fit), the held GPU's ridge as a solid rule and other GPUs' dashed."""
     import polars as pl
 
-    alt = import_altair()
     title = "Decode intensity ceiling vs context"
     columns = columns_of(frame)
     group = _group_axis(columns)
@@ -310,7 +302,7 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
     data = chart_slice.data.filter(positive(pl, "context", "intensity_ceiling")).rename(
         {group: "group", "intensity_ceiling": "ceiling"})
     if data.is_empty():
-        return empty_chart(alt, title, "no decode step with context > 0 in these results")
+        return empty_chart(title, "no decode step with context > 0 in these results")
     held_gpu = chart_slice.fixed.get("gpu")
     data = with_memory_note(pl, data if "fits" in data.columns
                             else data.with_columns(fits=pl.lit(True)), grid, gpu=held_gpu)
@@ -329,40 +321,36 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
         "ridge", held=is_held,
         label=pl.format("{} {} ridge", "gpu", "compute_dtype"),
         context=pl.lit(data["context"].max()))
-    models = dropdown_params(alt, chart_slice, "model") + menu_params(alt, chart_slice)
-    group_pick = legend_selection(alt, "group")
-    x = alt.X("context:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format=","),
-              title="Context (tokens cached per sequence)")
-    color = alt.Color("group:O", title=LABELS[group].capitalize(),
-                      scale=alt.Scale(range=OKABE_ITO))
-    opacity = highlight(alt, group_pick)
+    choices = dropdowns(chart_slice, "model") + menus(chart_slice)
+    group_pick = vl.legend_selection("group")
+    x = vl.field("context:Q", scale={"type": "log", "base": 2}, axis={"format": ","},
+                 title="Context (tokens cached per sequence)")
+    color = vl.field("group:O", title=LABELS[group].capitalize(), scale={"range": OKABE_ITO})
+    opacity = vl.highlight(group_pick)
     largest = show(data["batch"].max())
-    tooltip = [alt.Tooltip("model:N"), alt.Tooltip("group:Q", title=LABELS[group]),
-               alt.Tooltip("context:Q", title="context (tokens)", format=","),
-               alt.Tooltip("ceiling:Q", title="ceiling, batch → ∞ (FLOP/byte)",
-                           format=",.2f"),
-               alt.Tooltip("intensity:Q", title=f"intensity at batch {largest} (FLOP/byte)",
-                           format=",.2f"),
-               alt.Tooltip("memory:N", title=f"memory at batch {largest}")]
-    base = only_chosen(alt, alt.Chart(data), models)
-    line = base.mark_line().encode(
-        x=x, y=alt.Y("ceiling:Q", scale=alt.Scale(type="log"),
-                     title="Arithmetic intensity (FLOP/byte)"),
-        color=color, opacity=opacity, tooltip=tooltip).add_params(
-        group_pick, *models).properties(name="ceilings")
-    dots = base.mark_point(size=60).encode(
-        x=x, y="intensity:Q", color=color, opacity=opacity, tooltip=tooltip,
-        fill=alt.condition("datum.fits", alt.Color("group:O", legend=None,
-                                                   scale=alt.Scale(range=OKABE_ITO)),
-                           alt.value("transparent"))).properties(name="largest_batch")
-    ridge_tooltip = [alt.Tooltip("label:N", title="GPU"),
-                     alt.Tooltip("ridge:Q", title="ridge (FLOP/byte)", format=",.1f")]
-    rules = alt.Chart(ridges).mark_rule().encode(
-        y="ridge:Q", tooltip=ridge_tooltip,
-        color=alt.condition("datum.held", alt.value("#222"), alt.value("#888")),
-        strokeDash=alt.condition("datum.held", alt.value([1, 0]), alt.value([6, 4])),
-        strokeWidth=alt.condition("datum.held", alt.value(2), alt.value(1))).properties(
-        name="ridges")
+    tooltip = [TIPS["model"], vl.tooltip("group:Q", LABELS[group]),
+               TIPS["context"],
+               vl.tooltip("ceiling:Q", "ceiling, batch → ∞ (FLOP/byte)", ",.2f"),
+               vl.tooltip("intensity:Q", f"intensity at batch {largest} (FLOP/byte)", ",.2f"),
+               vl.tooltip("memory:N", f"memory at batch {largest}")]
+    chosen = chosen_filters(choices)
+    line = vl.with_params(vl.unit(data, vl.mark("line"), {
+        "x": x, "y": vl.field("ceiling:Q", scale={"type": "log"},
+                              title="Arithmetic intensity (FLOP/byte)"),
+        "color": color, "opacity": opacity, "tooltip": tooltip}, transform=chosen,
+        name="ceilings"), [group_pick, *choices])
+    fill = vl.when("datum.fits", vl.field("group:O", legend=None, scale={"range": OKABE_ITO}),
+                   "transparent")
+    dots = vl.unit(data, vl.mark("point", size=60), {
+        "x": x, "y": vl.field("intensity:Q"), "color": color, "opacity": opacity,
+        "tooltip": tooltip, "fill": fill}, transform=chosen, name="largest_batch")
+    ridge_tooltip = [vl.tooltip("label:N", "GPU"),
+                     vl.tooltip("ridge:Q", "ridge (FLOP/byte)", ",.1f")]
+    rules = vl.unit(ridges, vl.mark("rule"), {
+        "y": vl.field("ridge:Q"), "tooltip": ridge_tooltip,
+        "color": vl.when("datum.held", "#222", "#888"),
+        "strokeDash": vl.when("datum.held", [1, 0], [6, 4]),
+        "strokeWidth": vl.when("datum.held", 2, 1)}, name="ridges")
     # a label's height (14 px) as a factor on the log axis (its data span, plus the
     # decade Vega's rounding adds)
     values = pl.concat([data["ceiling"], data["intensity"], ridges["ridge"]]).drop_nulls()
@@ -374,19 +362,18 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
         near_held = near_held | pl.col("ridge").is_between(value / factor, value * factor)
     labelled = pl.concat([held_rows, spaced_labels(ridges.filter(~pl.col("held") & ~near_held),
                                                    "ridge", factor)])
-    labels = alt.Chart(labelled).mark_text(
-        align="right", dy=-6).encode(
-        x="context:Q", y="ridge:Q", text="label:N", tooltip=ridge_tooltip,
-        color=alt.condition("datum.held", alt.value("#222"), alt.value("#666"))).properties(
+    labels = vl.unit(labelled, vl.mark("text", align="right", dy=-6), {
+        "x": vl.field("context:Q"), "y": vl.field("ridge:Q"), "text": vl.field("label:N"),
+        "tooltip": ridge_tooltip, "color": vl.when("datum.held", "#222", "#666")},
         name="ridge_labels")
     shown_ridges = f"{ridges.height} of {all_ridges.height} GPU · dtype ridges, spread by value"
-    return alt.layer(
+    return vl.VegaChart(vl.layer(
         rules, labels, line, dots, width=WIDTH, height=HEIGHT,
-        title=title_params(alt, title, chart_slice,
-                           f"lines: closed-form ceiling as batch → ∞; points: the step's "
-                           f"intensity at batch {largest} (hollow: it does not fit); solid "
-                           f"rule: the held GPU's ridge, dashed: {shown_ridges} (above a "
-                           "ridge a step is compute-bound)", grid=grid, menus=("model",)))
+        title=title_spec(title, chart_slice,
+                         f"lines: closed-form ceiling as batch → ∞; points: the step's "
+                         f"intensity at batch {largest} (hollow: it does not fit); solid "
+                         f"rule: the held GPU's ridge, dashed: {shown_ridges} (above a "
+                         "ridge a step is compute-bound)", grid=grid, menus=("model",))))
 
 
 SHARE_BANDS = 10  # the heatmap's colour classes, so that its legend can select them
@@ -402,19 +389,18 @@ def attention_slice(columns: Sequence[str]) -> SliceRequest:
 
 def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                           axes: Dimensions | None = None,
-                          grid: Mapping[str, Any] | None = None) -> alt.TopLevelMixin:
+                          grid: Mapping[str, Any] | None = None) -> VegaChart:
     """Attention's share of the step time, a heatmap over batch × context.
 
     In 10 % bands (the legend selects bands); × marks configurations that do not fit."""
     import polars as pl
 
-    alt = import_altair()
     title = "Attention's share of the decode step"
     chart_slice = attention_slice(columns_of(frame)).take(frame, fixed=fixed, axes=axes,
                                                           grid=grid)
     data = chart_slice.data.filter(pl.col("attention_share").is_not_null())
     if data.is_empty():
-        return empty_chart(alt, title, "no step with a finite attention share in these results")
+        return empty_chart(title, "no step with a finite attention share in these results")
     data = with_memory_note(pl, data if "fits" in data.columns
                             else data.with_columns(fits=pl.lit(True)), grid)
     cells = data.select("gpu", "model", "batch", "context", "fits", "bound", "memory",
@@ -423,39 +409,37 @@ def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = Non
                         step_ms=rounded(pl, pl.col("step_time_s") * 1e3))
     bands = [f"{b}–{b + BAND_WIDTH} %" for b in range(0, 100, BAND_WIDTH)]
     band = f"floor(min(datum.attention, 0.9999) * {SHARE_BANDS}) * {BAND_WIDTH}"
-    dropdowns = dropdown_params(alt, chart_slice, "gpu", "model") + menu_params(alt,
-                                                                                chart_slice)
-    band_pick = legend_selection(alt, "band")
-    x = alt.X("batch:O", title="Batch (sequences)", sort="ascending",
-              axis=alt.Axis(labelAngle=0))
-    y = alt.Y("context:O", title="Context (tokens)", sort="descending",
-              axis=alt.Axis(format=","))
-    tooltip = [alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("model:N"),
-               alt.Tooltip("batch:Q", title="batch (sequences)", format=","),
-               alt.Tooltip("context:Q", title="context (tokens)", format=","),
-               alt.Tooltip("attention:Q", title="attention share", format=".1%"),
-               alt.Tooltip("step_ms:Q", title="step time (ms)", format=",.4~g"),
-               alt.Tooltip("tok_s:Q", title="all users (tok/s)", format=",.0f"),
-               alt.Tooltip("bound:N"), alt.Tooltip("memory:N", title="memory")]
+    choices = dropdowns(chart_slice, "gpu", "model") + menus(chart_slice)
+    band_pick = vl.legend_selection("band")
+    x = vl.field("batch:O", title="Batch (sequences)", sort="ascending",
+                 axis={"labelAngle": 0})
+    y = vl.field("context:O", title="Context (tokens)", sort="descending",
+                 axis={"format": ","})
+    tooltip = [TIPS["gpu"], TIPS["model"],
+               TIPS["batch"],
+               TIPS["context"],
+               vl.tooltip("attention:Q", "attention share", ".1%"),
+               TIPS["step_ms"],
+               TIPS["tok_s"],
+               TIPS["bound"], TIPS["memory"]]
     label = f"format({band}, 'd') + '–' + format({band} + {BAND_WIDTH}, 'd') + ' %'"
-    base = only_chosen(alt, alt.Chart(cells), dropdowns).transform_calculate(band=label)
+    base = [*chosen_filters(choices), {"calculate": label, "as": "band"}]
     # a cell that does not fit is faded (and crossed): its share is of a step no GPU runs
-    heat = base.mark_rect().encode(
-        x=x, y=y, tooltip=tooltip,
-        opacity=alt.when(band_pick, alt.datum.fits).then(alt.value(1.0)).when(
-            band_pick).then(alt.value(0.35)).otherwise(alt.value(0.12)),
-        color=alt.Color("band:O", title="Attention share",
-                        scale=alt.Scale(domain=bands, scheme="orangered")),
-    ).add_params(band_pick, *dropdowns).properties(name="cells")
-    crosses = base.transform_filter("!datum.fits").mark_text(
-        text="×", fontSize=16, color="#222").encode(x=x, y=y, tooltip=tooltip).properties(
-        name="over_memory")
-    return alt.layer(
+    heat = vl.with_params(vl.unit(cells, vl.mark("rect"), {
+        "x": x, "y": y, "tooltip": tooltip,
+        "opacity": vl.highlight_fitting(band_pick, 0.35),
+        "color": vl.field("band:O", title="Attention share",
+                          scale={"domain": bands, "scheme": "orangered"})},
+        transform=base, name="cells"), [band_pick, *choices])
+    crosses = vl.unit(cells, vl.mark("text", text="×", fontSize=16, color="#222"),
+                      {"x": x, "y": y, "tooltip": tooltip},
+                      transform=[*base, {"filter": "!datum.fits"}], name="over_memory")
+    return vl.VegaChart(vl.layer(
         heat, crosses, width=WIDTH, height=HEIGHT,
-        title=title_params(alt, title, chart_slice,
-                           "share of the parts' time spent in attention; faded × = weights "
-                           "+ KV exceed GPU memory (the reason in the tooltip)", grid=grid,
-                           menus=("gpu", "model")))
+        title=title_spec(title, chart_slice,
+                         "share of the parts' time spent in attention; faded × = weights "
+                         "+ KV exceed GPU memory (the reason in the tooltip)", grid=grid,
+                         menus=("gpu", "model"))))
 
 
 def _time_parts(columns: Sequence[str]) -> list[str]:
@@ -473,13 +457,12 @@ def gpu_comparison_slice(columns: Sequence[str]) -> SliceRequest:
 
 def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
                          axes: Dimensions | None = None,
-                         grid: Mapping[str, Any] | None = None) -> alt.TopLevelMixin:
+                         grid: Mapping[str, Any] | None = None) -> VegaChart:
     """The same workload on each GPU: step time split into parts, vs batch.
 
     One panel per GPU on a shared time axis."""
     import polars as pl
 
-    alt = import_altair()
     title = "Where the step's time goes, GPU by GPU"
     columns = columns_of(frame)
     parts = _time_parts(columns)
@@ -495,38 +478,39 @@ def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None
             step_ms=rounded(pl, pl.col("step_time_s") * 1e3), tok_s=pl.col("tokens_per_s"))
         for p in parts]).filter(pl.col("ms").is_not_null())
     if data.is_empty():
-        return empty_chart(alt, title, "no step in these results")
-    models = dropdown_params(alt, chart_slice, "model") + menu_params(alt, chart_slice)
-    part_pick = legend_selection(alt, "part")
+        return empty_chart(title, "no step in these results")
+    choices = dropdowns(chart_slice, "model") + menus(chart_slice)
+    part_pick = vl.legend_selection("part")
     order = [PART_LABELS[p] for p in parts]
     # A step that does not fit is scaled down to the tallest step that does (of its
     # model, on any GPU): it never sets the shared axis; its real time is in the tooltip.
-    scaled = alt.Chart(data).transform_calculate(
-        fit_ms="datum.fits ? datum.step_ms : null").transform_joinaggregate(
-        cap_ms="max(fit_ms)", groupby=["model", *chart_slice.menu_columns]).transform_calculate(
-        shown_ms="datum.fits || !isValid(datum.cap_ms) ? datum.ms "
-                 ": datum.ms * min(1, datum.cap_ms / datum.step_ms)")
-    bars = only_chosen(alt, scaled, models).mark_bar().encode(
-        x=alt.X("batch:O", title="Batch (sequences)", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("sum(shown_ms):Q", title="Step time (ms)", stack="zero"),
-        color=alt.Color("part:N", title="Part", sort=order, scale=palette(alt, order)),
-        order=alt.Order("part:N", sort="ascending"), detail="fits:N",
-        opacity=alt.when(part_pick, alt.datum.fits).then(alt.value(1.0)).when(
-            part_pick).then(alt.value(0.3)).otherwise(alt.value(0.12)),
-        tooltip=[alt.Tooltip("gpu:N", title="GPU"), alt.Tooltip("model:N"),
-                 alt.Tooltip("batch:Q", title="batch (sequences)", format=","),
-                 alt.Tooltip("part:N"),
-                 alt.Tooltip("ms:Q", title="part time (ms)", format=",.4~g"),
-                 alt.Tooltip("step_ms:Q", title="step time (ms)", format=",.4~g"),
-                 alt.Tooltip("tok_s:Q", title="all users (tok/s)", format=",.0f"),
-                 alt.Tooltip("memory:N", title="memory")],
-    ).add_params(part_pick, *models).properties(name="parts", width=200, height=160)
-    return bars.facet(
-        facet=alt.Facet("gpu:N", title=None), columns=4, title=title_params(alt, title, chart_slice,
-                           "stacked: each part's roofline time; the panels share the time "
-                           "axis; faded: weights + KV exceed GPU memory (cut to the tallest "
-                           "step that fits, the reason in the tooltip)", grid=grid,
-                           menus=("model",)))
+    scaled = [{"calculate": "datum.fits ? datum.step_ms : null", "as": "fit_ms"},
+              {"joinaggregate": [{"op": "max", "field": "fit_ms", "as": "cap_ms"}],
+               "groupby": ["model", *chart_slice.menu_columns]},
+              {"calculate": "datum.fits || !isValid(datum.cap_ms) ? datum.ms "
+                            ": datum.ms * min(1, datum.cap_ms / datum.step_ms)",
+               "as": "shown_ms"}]
+    bars = vl.with_params(vl.unit(data, vl.mark("bar"), {
+        "x": vl.field("batch:O", title="Batch (sequences)", axis={"labelAngle": 0}),
+        "y": vl.field("sum(shown_ms):Q", title="Step time (ms)", stack="zero"),
+        "color": vl.field("part:N", title="Part", sort=order, scale=palette_scale(order)),
+        "order": vl.field("part:N", sort="ascending"), "detail": vl.field("fits:N"),
+        "opacity": vl.highlight_fitting(part_pick, 0.3),
+        "tooltip": [TIPS["gpu"], TIPS["model"],
+                    TIPS["batch"], TIPS["part"],
+                    vl.tooltip("ms:Q", "part time (ms)", ",.4~g"),
+                    TIPS["step_ms"],
+                    TIPS["tok_s"],
+                    TIPS["memory"]]},
+        transform=[*scaled, *chosen_filters(choices)], name="parts", width=200, height=160),
+        [part_pick, *choices])
+    return vl.VegaChart(vl.facet(
+        bars, vl.field("gpu:N", title=None), columns=4,
+        title=title_spec(title, chart_slice,
+                         "stacked: each part's roofline time; the panels share the time "
+                         "axis; faded: weights + KV exceed GPU memory (cut to the tallest "
+                         "step that fits, the reason in the tooltip)", grid=grid,
+                         menus=("model",))))
 
 
 # each step chart's request, by its name in the catalogue: what `sweep run` cuts from
