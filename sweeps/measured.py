@@ -429,7 +429,8 @@ def convert_aiconfigurator_allreduce(path: Path) -> Conversion:
 
 E2E_MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
               "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
-              "meta-llama/Llama-3.1-70B": "llama-3-70b"}
+              "meta-llama/Llama-3.1-70B": "llama-3-70b",
+              "Qwen/Qwen3-32B": "qwen3-32b"}
 
 
 def convert_aiconfigurator_e2e(path: Path) -> Conversion:
