@@ -22,8 +22,9 @@ import altair as alt
 import numpy as np
 import polars as pl
 
-from rooftui.sweeps.charts import EMBED_OPTIONS, roofline_chart, throughput_vs_batch_chart
-from rooftui.sweeps.output_files import atomic_path, make_folder
+from rooftui.sweeps.chart_files import write_chart_files
+from rooftui.sweeps.charts import roofline_chart, throughput_vs_batch_chart
+from rooftui.sweeps.output_files import make_folder
 from rooftui.tui.figures import ExplorerFigures, evaluate_batches
 
 BOUND_SUFFIX = "compute_bound"  # the core's booleans; sweep results hold them as words
@@ -44,10 +45,10 @@ def _unique_path(output_dir: Path, stem: str) -> Path:
     return candidate
 
 
-def _save_html(chart: alt.TopLevelMixin, path: Path) -> Path:
-    """The chart as a self-contained HTML page (opens offline), written atomically."""
-    with atomic_path(path) as temporary:
-        chart.save(temporary, format="html", inline=True, embed_options=EMBED_OPTIONS)
+def _save_html(chart, path: Path) -> Path:
+    """The chart (an altair chart or a step chart's `VegaChart`) as a self-contained
+    HTML page (opens offline), written atomically as `sweep run` writes its charts."""
+    write_chart_files(chart, [path])
     return path
 
 

@@ -146,13 +146,13 @@ async def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path, where)
 async def test_a_full_disk_during_export_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     import errno
 
-    import altair as alt
+    from rooftui.sweeps import chart_files
 
-    def fill_the_disk(chart, path, **options):
+    def fill_the_disk(path, spec_json):
         path.write_text("<!DOCTYPE html><html><head>")  # half a page, then no space
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(alt.TopLevelMixin, "save", fill_the_disk)
+    monkeypatch.setattr(chart_files, "write_page", fill_the_disk)
     output_dir = tmp_path / "outputs"
     async with RooftuiApp(output_dir=output_dir).run_test(size=(80, 24)) as pilot:
         await wait_for_explorer(pilot)
