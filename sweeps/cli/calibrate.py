@@ -118,6 +118,11 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
         if unknown:
             raise click.BadParameter(f"unknown {', '.join(unknown)}; parameters are "
                                      f"{', '.join(FIT_PARAMETERS)}", param_hint="--fit")
+        if "request_overhead_s" in free:  # no kernel or step row holds a client's delay
+            raise click.BadParameter(
+                "request_overhead_s is a client's delay outside every step (HTTP, "
+                "tokenisation, streaming), which kernel and step rows do not hold: fit it "
+                "from end-to-end runs with `sweep replay --fit`", param_hint="--fit")
     else:
         free = informed_parameters(rows)
     costs = row_costs(rows, spec, start)

@@ -14,7 +14,7 @@ from rooftui.core.calibration import predict, row_costs
 from rooftui.core.efficiency import DtypeEfficiency, Efficiency
 from rooftui.core.hardware import load_gpu
 from rooftui.sweeps.measured import to_measurements, write_calibration_csv
-from tests.conftest import run_sweep, sweep
+from tests.conftest import run_sweep, sweep, sweep_process
 
 KERNELS = Efficiency(kernel_overhead_s=4e-6, gemm_mfu=0.78, gemm_mbu=0.86, gemm_m_half=48.0,
                      fp8=DtypeEfficiency(gemm_mfu=0.62, gemm_mbu=0.8, gemm_m_half=20.0,
@@ -150,3 +150,13 @@ def test_a_benchmark_result_file_is_sent_to_replay_in_one_line(command, name):
     _, err = sweep(command[0], "--measured", path, *command[1:], expect=2)
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"sweep replay {path} --model" in err and "result file" in err
+
+
+def test_the_front_end_delay_is_refused_with_where_to_fit_it(tmp_path: Path):
+    """Step and kernel rows hold no client delay: fitting request_overhead_s from them
+    would report the prior's pull as a measurement."""
+    steps = csv_file(tmp_path / "steps.csv", timed(step_rows(), KERNELS))
+    done = sweep_process("calibrate", "--measured", steps, "--gpu", "h100-sxm",
+                         "--fit", "step_overhead_s,request_overhead_s")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "sweep replay --fit" in done.stderr and len(done.stderr.strip().splitlines()) == 1
