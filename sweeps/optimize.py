@@ -523,12 +523,13 @@ def pareto_frontier(candidates: Sequence[Candidate]) -> list[Candidate]:
 def optimize(problem: Problem, objective: Objective, batches: Sequence[int],
              budgets: Sequence[int], tolerance: float = DEFAULT_TOLERANCE,
              on_candidate: Callable[[Candidate], None] | None = None,
-             workers: int = 1) -> Result:
+             workers: int = 1, server: Server | None = None) -> Result:
     """Every (B, T) of batches x budgets (in that order in the result; `on_candidate` hears
     of each as it is done), the best and the frontier. Each candidate's rate search starts
     from its predecessor's answer (`search_predecessors`, `rate_hint`), so a candidate is
     searched once its predecessor is done; `workers` > 1 evaluates the candidates that are
-    ready in that many processes. The result is the same."""
+    ready in that many processes. The result is the same. `server` (one worker only): the
+    Server to simulate with, e.g. one that reports each simulation (the Optimize view)."""
     batches, budgets = _candidates(batches, "max batch"), _candidates(budgets, "token budget")
     pairs = [(batch, budget) for batch in batches for budget in budgets]
     predecessors = search_predecessors(batches, budgets)
@@ -544,7 +545,7 @@ def optimize(problem: Problem, objective: Objective, batches: Sequence[int],
         _search_in_workers(pairs, predecessors, arguments, min(workers, len(pairs)), done,
                            candidates)
     else:
-        server = Server(problem, max(batches))
+        server = server or Server(problem, max(batches))
         # row by row, each from its largest budget down: every predecessor comes first
         for index in sorted(range(len(pairs)), key=lambda i: (i // len(budgets),
                                                                -pairs[i][1])):

@@ -1,5 +1,5 @@
-"""The Optimize view's search: `sweep optimize`'s, candidate by candidate (the same
-`evaluate_candidate` over one `Server`, so the same numbers), with a word before every
+"""The Optimize view's search: `sweep optimize` itself with one worker (so the same
+numbers), through a `Server` that says a word before every
 simulation: the view shows progress within a candidate, and a cancelled search stops
 there, not at the end of the candidate (a candidate runs several simulations).
 
@@ -19,10 +19,7 @@ from rooftui.sweeps.optimize import (
     Problem,
     Result,
     Server,
-    evaluate_candidate,
-    rate_hint,
-    search_predecessors,
-    summarize_search,
+    optimize,
 )
 
 MAX_REQUESTS = 100_000  # ~30 MB of timings per simulation
@@ -61,18 +58,8 @@ def check_bounds(requests: int, batches: list[int], budgets: list[int]) -> None:
 def search(problem: Problem, objective: Objective, batches: list[int], budgets: list[int],
            on_candidate: Callable[[Candidate], None],
            before_simulation: Callable[[int, int], None]) -> Result:
-    """Every (B, T) of batches x budgets, as `optimize` with one worker: row by row, each
-    max batch from its largest budget down, every rate search starting from its
-    predecessor's answer (`search_predecessors`); the result in batches x budgets order."""
+    """Every (B, T) of batches x budgets: `optimize` with one worker, through a server
+    that says each simulation before it runs."""
     check_bounds(problem.requests, batches, budgets)
-    server = WatchedServer(problem, max(batches), before_simulation)
-    pairs = [(batch, budget) for batch in batches for budget in budgets]
-    predecessors = search_predecessors(batches, budgets)
-    candidates: list[Candidate | None] = [None] * len(pairs)
-    for index in sorted(range(len(pairs)), key=lambda i: (i // len(budgets), -pairs[i][1])):
-        batch, budget = pairs[index]
-        candidates[index] = evaluate_candidate(
-            server, objective, batch, budget,
-            hint=rate_hint(candidates, predecessors, index, batch))
-        on_candidate(candidates[index])
-    return summarize_search(objective, candidates)
+    return optimize(problem, objective, batches, budgets, on_candidate=on_candidate,
+                    server=WatchedServer(problem, max(batches), before_simulation))
