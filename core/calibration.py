@@ -45,6 +45,7 @@ from rooftui.core.efficiency import (
     attention_times,
     fixed_step_time,
     gemm_times,
+    kv_table_index,
     link_time,
 )
 from rooftui.core.errors import SpecError
@@ -512,9 +513,8 @@ def _kv_table(code: int) -> str | None:
     """The table of a KV-cache format that has its own attention parameters in a fit
     (by its width, as `Efficiency.for_compute_dtypes` selects it): fp8 or fp4; None for
     16-bit and wider caches, whose attention sets the base values."""
-    width = DTYPE_BYTES[code]
-    return None if width >= KV_TABLES[0][0] else next(
-        table for least, table in KV_TABLES if width >= least)
+    index = int(kv_table_index(DTYPE_BYTES[code]))
+    return None if index < 2 else KV_TABLES[index - 1][1]
 
 
 def _timed_both_ways(rows: Measurements, timed: np.ndarray) -> bool:

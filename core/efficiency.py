@@ -262,8 +262,7 @@ class Efficiency:
                 object.__setattr__(chosen, name, by_code[codes])
         if kv_bytes is not None and self._attention_by_width:
             width = np.asarray(kv_bytes)
-            bf16, fp8 = KV_TABLES[0][0], KV_TABLES[1][0]
-            index = np.select([width > bf16, width >= bf16, width >= fp8], [0, 1, 2], 3)
+            index = kv_table_index(width)
             for name, by_width in self._attention_by_width.items():
                 object.__setattr__(chosen, name, by_width[index])
         return chosen
@@ -301,6 +300,13 @@ DTYPE_NAMES = tuple(BYTES_PER_ELEMENT)  # in the order of `tables.dtype_code`
 # a KV cache's table by its bytes per element: 2 (bf16, fp16), from 1 (fp8, int8, int8
 # with group scales), under 1 (4-bit formats with or without scales); wider: the base
 KV_TABLES = ((2.0, "bf16"), (1.0, "fp8"), (0.0, "fp4"))  # (least width, table)
+
+
+def kv_table_index(width):
+    """Which attention parameters a KV cache of `width` bytes per element (an array)
+    uses: 0 the base values (wider than 16 bits), else 1 + its row of `KV_TABLES`."""
+    bf16, fp8 = KV_TABLES[0][0], KV_TABLES[1][0]
+    return np.select([width > bf16, width >= bf16, width >= fp8], [0, 1, 2], 3)
 
 
 def efficiency_from_dict(data: dict, where: str) -> Efficiency:
