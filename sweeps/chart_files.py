@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftui.core.errors import SpecError
 from rooftui.sweeps.output_files import atomic_path, write_text_atomic
+from rooftui.sweeps.vega_spec import VegaChart
 
 if TYPE_CHECKING:
     import altair as alt
@@ -159,10 +160,10 @@ def named_datasets():
         yield frames
 
 
-def chart_spec(chart: alt.TopLevelMixin) -> tuple[dict, dict[str, pl.DataFrame]]:
+def chart_spec(chart: alt.TopLevelMixin | VegaChart) -> tuple[dict, dict[str, pl.DataFrame]]:
     """The chart's Vega-Lite spec (unvalidated) and the frames its named datasets hold
     (a step chart is one already: `vega_spec.VegaChart`)."""
-    if hasattr(chart, "frames"):
+    if isinstance(chart, VegaChart):
         return chart.spec_dict(), chart.frames
     with named_datasets() as frames:
         spec = chart.to_dict(validate=False)
