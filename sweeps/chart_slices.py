@@ -328,7 +328,6 @@ class _Plan:
 
     filters: list
     flags: list
-    flag_names: list[str]
     shown: list[str]  # the shown axes and the menus: one row per combination
     chosen: list[str]  # held axes with more than one value (their held value recorded)
     wanted: list[str]
@@ -337,6 +336,11 @@ class _Plan:
     menus: dict[str, Any]
     opening: dict[str, Any]
     over: tuple[str, ...]
+
+    @property
+    def flag_names(self) -> list[str]:
+        """The `flags` columns: each menu opening on "own"."""
+        return [f"{a}_own" for a, v in self.menus.items() if v == OWN]
 
 
 def _plan(pl, shown: Mapping[str, int], shown_axes: list[str], dimensions: list[tuple[str, ...]],
@@ -418,9 +422,7 @@ def _plan(pl, shown: Mapping[str, int], shown_axes: list[str], dimensions: list[
             else:
                 value = _pick(distinct[axis], rule)
             filters.append(pl.col(axis) == value)
-    return _Plan(filters=filters, flags=flags,
-                 flag_names=[f"{a}_own" for a, v in chosen_menus.items() if v == OWN],
-                 shown=shown_axes, chosen=[a for a in held_axes if len(distinct[a]) > 1],
+    return _Plan(filters=filters, flags=flags, shown=shown_axes, chosen=[a for a in held_axes if len(distinct[a]) > 1],
                  wanted=[m for m in metrics if m in present and m not in shown_axes],
                  kept=kept, native=native, menus=chosen_menus, opening=opening,
                  over=tuple(over))
