@@ -23,7 +23,6 @@ import html
 import json
 import os
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,23 +105,16 @@ def vega_bundle() -> str:
     return bundle
 
 
-def warm_up() -> threading.Thread:
-    """Import vl-convert and read the bundle in a background thread, so that a
-    run rendering its charts at the end pays for them while its shards are computed
-    (numpy and the parquet writer release the GIL); a failure here is left to the render,
-    which imports them again and says what went wrong. polars and pyarrow, which the run
-    imports too, are imported first, here: two threads importing one package's modules
-    could meet a circular import and fail."""
-    import polars  # noqa: F401
-    import pyarrow.parquet  # noqa: F401
+def warm_up() -> None:
+    """Import polars and vl-convert and read the bundle, so that a run rendering its
+    charts at the end pays for them while its shards are computed: called in the one
+    thread that imports them (`chart_rows.RowCollector`, once the workers are forked:
+    two threads importing one package could meet a circular import). A failure here is
+    left to the render, which imports them again and says what went wrong."""
+    with contextlib.suppress(Exception):
+        import polars  # noqa: F401
 
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            vega_bundle()
-
-    thread = threading.Thread(target=load, name="chart-warm-up", daemon=True)
-    thread.start()
-    return thread
+        vega_bundle()
 
 
 def page_text(spec_json: str) -> str:

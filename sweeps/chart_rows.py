@@ -1,19 +1,22 @@
-"""The rows of a run's charts, cut from each shard as it lands.
+"""The rows of a run's charts, cut from each shard as it is computed.
 
 A step chart draws a bounded slice of the results (`chart_slices.take_slice`) whose
 filters follow from the grid's axes alone: the values each shown axis keeps, the value
 each other axis is held at, the menus' star rows. So `sweep run` asks each of its charts
-for those filters before any shard is written (`plan_cut`), keeps the rows of each shard
-that one of them draws as the shard lands (a few thousand of a million rows, read back
-from the fresh file as `scan_results` reads it), and renders its charts from those rows
-when the last shard lands, rather than scanning the folder once per chart. The charts
-are the same: each filter looks at one row at a time, so the rows it keeps of all the
-results are the rows it keeps of each shard, put together in the shards' order.
+for those filters before any shard is written (`plan_cut`: plain data, `row_filters`),
+and the worker that computes a shard keeps the rows one of them draws from the columns
+it already holds (`ShardRows`: a numpy mask, since polars must not run in a forked
+worker), a few thousand of a million rows that travel back with its outcome; the parent
+puts them together in shard order (`RowCollector`, in a thread of its own) and renders
+its charts from them when the last shard lands, rather than scanning the folder once
+per chart. The charts are the same: each filter looks at one row at a time (the first
+rows of the intensity chart's ridge groups excepted, see `row_filters`), so the rows it
+keeps of all the results are the rows it keeps of each shard, in the shards' order.
 
 A chart whose slice needs the rows themselves (an axis the grid does not declare, a
 fixed value it lacks) is not cut: it reads the folder as before, and so does
-`sweep chart DIR`. Shards this run did not write (a resumed run's, another process's)
-are cut from their files when the charts are rendered.
+`sweep chart DIR`. Shards whose rows did not come back (a resumed run's, another
+process's, the Dask executor's) are cut from their files, with polars, in the thread.
 """
 
 from __future__ import annotations
@@ -21,23 +24,29 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from rooftui.core.errors import SpecError
+from rooftui.sweeps.row_filters import AnyOf, Rows, with_derived_columns
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     import polars as pl
 
+# a shard's kept rows as a worker sends them: its stored columns (names as codes)
+Columns = dict[str, np.ndarray]
+
 
 @dataclass(frozen=True)
 class RowCut:
-    """What to keep of each shard: the rows one of `charts` draws (`rows`, a polars
-    predicate), with the columns `scan_results` gives, in its order."""
+    """What to keep of each shard: the rows one of `charts` draws (`rows`, a
+    `row_filters` test), with the columns `scan_results` gives, in its order."""
 
     charts: tuple[str, ...]
-    rows: Any
+    rows: AnyOf
     columns: tuple[str, ...]
 
 
@@ -53,9 +62,8 @@ class ChartRows:
 def plan_cut(out_dir: Path | str, names: Sequence[str] | Mapping | None = None
              ) -> RowCut | None:
     """The cut for the charts `render_charts(out_dir, names)` renders, from the folder's
-    manifest (written before any shard); None when none of them can be cut."""
-    import polars as pl
-
+    manifest (written before any shard); None when none of them can be cut. Imports
+    neither polars nor pyarrow (a parent about to fork its workers)."""
     from rooftui.sweeps.charts import chart_plan, declared_axes
     from rooftui.sweeps.charts_step import STEP_SLICES
 
@@ -77,7 +85,7 @@ def plan_cut(out_dir: Path | str, names: Sequence[str] | Mapping | None = None
             drawn[name] = rows
     if not drawn:
         return None
-    return RowCut(tuple(drawn), pl.any_horizontal(list(drawn.values())), tuple(columns))
+    return RowCut(tuple(drawn), AnyOf(tuple(drawn.values())), tuple(columns))
 
 
 def cut_shard(path: Path, cut: RowCut) -> pl.DataFrame:
@@ -87,32 +95,96 @@ def cut_shard(path: Path, cut: RowCut) -> pl.DataFrame:
 
     from rooftui.sweeps.results import with_derived
 
-    return (with_derived(pl.scan_parquet(path)).select(cut.columns).filter(cut.rows)
-            .collect())
+    return (with_derived(pl.scan_parquet(path)).select(cut.columns)
+            .filter(cut.rows.polars(pl)).collect())
+
+
+class ShardRows:
+    """In the process computing a shard: the rows `cut` keeps of it, from the columns of
+    each row group as it is written (`add`), numpy only. The first rows of a `whole`
+    group are first in their row group too, so what each group keeps holds them, and
+    the same test over those rows (`rows`) keeps what it keeps of the whole shard."""
+
+    def __init__(self, cut: RowCut, dictionaries: Mapping[str, Sequence[str]]) -> None:
+        self.cut, self.dictionaries = cut, dictionaries
+        self.tested = cut.rows.columns
+        self.pieces: list[Columns] = []
+
+    def add(self, columns: Mapping[str, np.ndarray]) -> None:
+        self.pieces.append(self._kept({name: columns[name] for name in self.cut.columns
+                                       if name in columns}))
+
+    def rows(self) -> Columns | None:
+        """The kept rows of the shard's stored columns; None for a shard of no rows."""
+        if not self.pieces:
+            return None
+        return self._kept({name: np.concatenate([piece[name] for piece in self.pieces])
+                           for name in self.pieces[0]})
+
+    def _kept(self, stored: Columns) -> Columns:
+        rows = Rows(with_derived_columns(stored, self.tested), self.dictionaries)
+        kept = np.flatnonzero(self.cut.rows.mask(rows))
+        return {name: values[kept] for name, values in stored.items()}
+
+
+def rows_frame(columns: Columns, cut: RowCut, dictionaries: Mapping[str, Sequence[str]]
+               ) -> pl.DataFrame:
+    """A worker's kept rows (`ShardRows.rows`) as `cut_shard` reads them from the file:
+    names as Categorical, the derived metrics added, `cut.columns` in order."""
+    import polars as pl
+
+    from rooftui.sweeps.results import with_derived
+
+    def series(name: str, values: np.ndarray) -> pl.Series:
+        if name not in dictionaries:
+            return pl.Series(name, values)
+        names = pl.Series(name, list(dictionaries[name]), dtype=pl.String)
+        return names.gather(values).cast(pl.Categorical)
+
+    frame = pl.DataFrame([series(name, values) for name, values in columns.items()])
+    return with_derived(frame).select(cut.columns)
 
 
 class RowCollector:
     """The cut rows of each shard as it lands (`landed`), and all of them once the
     dataset is complete (`gather`), for the charts `render_charts(out_dir, names)`
-    renders; `path(index)` is shard `index`'s file. The cut is planned and each shard
-    cut in a thread of its own, so that neither holds up the shards (polars, numpy and
-    the parquet writer release the GIL)."""
+    renders; `path(index)` is shard `index`'s file and `dictionaries` the names its
+    codes stand for. The cut is planned at once (`cut`, for the workers); polars, the
+    chart libraries and the rows' frames are left to one thread of their own, started
+    by `start` once the workers are forked (two threads importing one package could
+    meet a circular import, and a fork while a thread imports would leave the child
+    the half-imported package)."""
 
     def __init__(self, out_dir: Path | str, names: Sequence[str] | Mapping | None,
-                 path: Callable[[int], Path]) -> None:
+                 path: Callable[[int], Path],
+                 dictionaries: Mapping[str, Sequence[str]] | None = None) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self.path = path
+        self.path, self.dictionaries = path, dictionaries or {}
+        self.cut = plan_cut(out_dir, names)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="chart-rows")
-        self.cut = self.pool.submit(plan_cut, out_dir, names)  # first in the thread
+        self.warmed: Future | None = None
         self.pieces: dict[int, Future] = {}
 
-    def landed(self, index: int) -> None:
-        self.pieces[index] = self.pool.submit(self._cut_shard, index)
+    def start(self) -> None:
+        """Import polars and load the chart libraries in the thread (while the shards
+        are computed); a failure there is left to the render, which says what went
+        wrong."""
+        if self.warmed is None:
+            self.warmed = self.pool.submit(_warm_up)
 
-    def _cut_shard(self, index: int) -> pl.DataFrame | None:
-        cut = self.cut.result()  # planned already: the same thread ran it first
-        return None if cut is None else cut_shard(self.path(index), cut)
+    def landed(self, index: int, rows: Columns | None = None) -> None:
+        """Shard `index` is complete; `rows`: what its worker kept of it (`ShardRows`),
+        else it is cut from its file."""
+        self.start()
+        self.pieces[index] = self.pool.submit(self._piece, index, rows)
+
+    def _piece(self, index: int, rows: Columns | None) -> pl.DataFrame | None:
+        if self.cut is None:
+            return None
+        if rows is None:
+            return cut_shard(self.path(index), self.cut)
+        return rows_frame(rows, self.cut, self.dictionaries)
 
     def discard(self) -> None:
         """Cancel the cuts not started (a run that renders no chart: the dataset is not
@@ -124,17 +196,26 @@ class RowCollector:
         run's, another process's) cut from their files now; None when no chart can be
         cut, or a shard could not be read (replaced or removed meanwhile by another
         process): the charts then read the folder, as `sweep chart` does."""
-        import polars as pl
-
+        if self.cut is None:
+            self.pool.shutdown()
+            return None
         for index in range(shards):
             if index not in self.pieces:
                 self.landed(index)
+        self.start()
+        self.warmed.result()
+        import polars as pl  # imported by the thread, first
+
         try:
-            cut = self.cut.result()
             frames = [self.pieces[i].result() for i in range(shards)]
         except (OSError, pl.exceptions.PolarsError):
             return None
         finally:
             self.pool.shutdown()
-        return None if cut is None else ChartRows(cut.charts,
-                                                  pl.concat(frames, how="vertical"))
+        return ChartRows(self.cut.charts, pl.concat(frames, how="vertical"))
+
+
+def _warm_up() -> None:
+    from rooftui.sweeps.chart_files import warm_up
+
+    warm_up()

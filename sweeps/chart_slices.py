@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rooftui.core.errors import SpecError
+from rooftui.sweeps.row_filters import All, AnyOf, Compare, Count, FirstDistinct, IsIn, Own, Within
 
 if TYPE_CHECKING:
     import polars as pl
@@ -186,15 +187,6 @@ def _pick(values: list, rule: str) -> Any:
         rule, values[(len(values) - 1) // 2])
 
 
-def _pick_within(pl, axis: str, rule: str):
-    """`_pick` as a polars aggregation, to choose within each group of rows."""
-    column = pl.col(axis)
-    if rule == "bf16":
-        return pl.when((column == "bf16").any()).then(pl.lit("bf16")).otherwise(column.min())
-    return {"min": column.min(), "first": column.first(), "max": column.max()}.get(
-        rule, column.unique().sort().get((column.n_unique() - 1) // 2))
-
-
 @dataclass(frozen=True)
 class SliceRequest:
     """What a chart asks `take_slice` for (its arguments, see there), so that the rows it
@@ -218,29 +210,29 @@ class SliceRequest:
                           menus=self.menus, menu_over=self.menu_over)
 
     def rows(self, columns: Sequence[str], *, fixed: Mapping[str, Any] | None = None,
-             axes: Dimensions | None = None, grid: Mapping[str, Any] | None = None):
-        """A polars predicate true on every row of results with `columns` that `take`
-        draws, and on the first row of each combination of a `whole` group; None when
+             axes: Dimensions | None = None, grid: Mapping[str, Any] | None = None
+             ) -> All | AnyOf | None:
+        """A row filter (`row_filters`: a polars predicate or a numpy mask) true on every
+        row of results with `columns` that `take` draws, and on the first row of each
+        combination of a `whole` group; None when
         it would need the rows themselves (no `axes`: a window over the rows; a shown or
         fixed axis the grid does not declare: its values). Its filters are the slice's
         own, each on one row, so the rows it keeps of each shard, put together in the
         shards' order, give `take` the same slice and `whole` the same combinations as
         all the results. A fixed value the grid lacks raises `take`'s SpecError."""
-        import polars as pl
-
         if axes is None:
             return None
         shown_axes, dimensions, distinct, unknown = _layout(columns, self.shown, fixed, axes)
         if unknown:
             return None
-        plan = _plan(pl, self.shown, shown_axes, dimensions, distinct, columns, self.metrics,
+        plan = _plan(self.shown, shown_axes, dimensions, distinct, columns, self.metrics,
                      fixed=fixed, windows=False, prefer=self.prefer,
                      rows_per_point=self.rows_per_point, grid=grid, menus=self.menus,
                      menu_over=self.menu_over)
-        drawn = pl.all_horizontal(plan.filters) if plan.filters else pl.lit(True)
-        firsts = [pl.struct(group).is_first_distinct() for group in self.whole
+        drawn = All(tuple(plan.filters))
+        firsts = [FirstDistinct(tuple(group)) for group in self.whole
                   if set(group) <= set(columns)]
-        return pl.any_horizontal(drawn, *firsts) if firsts else drawn
+        return AnyOf((drawn, *firsts)) if firsts else drawn
 
 
 def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *,
@@ -286,14 +278,15 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
         found = lazy.select(pl.col(a).drop_nulls().unique().sort().implode()
                             for a in unknown).collect()
         distinct |= {a: found[a][0].to_list() for a in unknown}
-    plan = _plan(pl, shown, shown_axes, dimensions, distinct, present, metrics, fixed=fixed,
+    plan = _plan(shown, shown_axes, dimensions, distinct, present, metrics, fixed=fixed,
                  windows=axes is None, prefer=prefer, rows_per_point=rows_per_point,
                  grid=grid, menus=menus, menu_over=menu_over)
     for condition in plan.filters:  # in turn: a window sees the rows the others left
-        lazy = lazy.filter(condition)
+        lazy = lazy.filter(condition.polars(pl))
     # One row per shown combination, even if a column varies that no one declared an
     # axis (a frame passed without its manifest, with a column this module does not know).
-    data = (lazy.with_columns(plan.flags)
+    data = (lazy.with_columns(flag.polars(pl).alias(name)
+                              for flag, name in zip(plan.flags, plan.flag_names, strict=True))
             .select(list(dict.fromkeys(plan.shown + plan.chosen + plan.wanted
                                        + plan.flag_names)))
             .unique(subset=plan.shown, keep="first").sort(plan.shown).collect())
@@ -326,8 +319,8 @@ class _Plan:
     """A slice before any row is read: its filters (applied in order), the `<axis>_own`
     flag columns, the columns it selects and what its `ChartSlice` records."""
 
-    filters: list
-    flags: list
+    filters: list  # of `row_filters` tests
+    flags: list  # of `row_filters` tests, named `flag_names`
     shown: list[str]  # the shown axes and the menus: one row per combination
     chosen: list[str]  # held axes with more than one value (their held value recorded)
     wanted: list[str]
@@ -343,7 +336,7 @@ class _Plan:
         return [f"{a}_own" for a, v in self.menus.items() if v == OWN]
 
 
-def _plan(pl, shown: Mapping[str, int], shown_axes: list[str], dimensions: list[tuple[str, ...]],
+def _plan(shown: Mapping[str, int], shown_axes: list[str], dimensions: list[tuple[str, ...]],
           distinct: dict[str, list], present: Sequence[str], metrics: Sequence[str], *,
           fixed: Mapping[str, Any] | None, windows: bool, prefer: Mapping[str, str] | None,
           rows_per_point: int, grid: Mapping[str, Any] | None, menus: Sequence[str],
@@ -364,14 +357,8 @@ def _plan(pl, shown: Mapping[str, int], shown_axes: list[str], dimensions: list[
               and not set(STRUCTURE_AXES) & set(shown_axes)}  # shown: the others follow
     native = {a: own for a, own in native.items() if own}
 
-    def own_value(axis: str):
-        # each model's own value, null for any other: a chain of comparisons, a tenth of
-        # the cost of mapping the names (the Categorical cast to strings first)
-        (model, value), *others = native[axis].items()
-        chain = pl.when(pl.col("model") == model).then(pl.lit(value))
-        for model, value in others:
-            chain = chain.when(pl.col("model") == model).then(pl.lit(value))
-        return chain.otherwise(None)
+    def own_value(axis: str) -> Own:
+        return Own(tuple(native[axis].items()))
 
     over = [a for a in (shown_axes if menu_over is None else menu_over) if a in kept]
     opening = {a: _opening(kept[a], distinct[a], rules.get(a, "median")) for a in kept}
@@ -392,18 +379,16 @@ def _plan(pl, shown: Mapping[str, int], shown_axes: list[str], dimensions: list[
         dimensions = [d for d in dimensions if not set(d) & set(chosen_menus)]
         held_axes = [a for d in dimensions for a in d]
         kept |= menu_values
-    filters += [pl.col(axis).is_in(kept[axis]) for axis in shown_axes + list(chosen_menus)]
+    filters += [IsIn(axis, tuple(kept[axis])) for axis in shown_axes + list(chosen_menus)]
     if chosen_menus:
         # a star around the opening values: each menu's other values with every other
         # menu at its opening, over the `over` axes only (the rows stay within budget)
-        away = pl.sum_horizontal([
-            (pl.col(a) != (own_value(a) if v == OWN else pl.lit(v))).cast(pl.Int32)
-            for a, v in chosen_menus.items()])
-        still = [pl.col(a) == opening[a] for a in shown_axes if a not in over]
-        filters.append((away == 0) | ((away == 1) & pl.all_horizontal(still))
-                       if still else away <= 1)
-        flags = [(pl.col(a) == own_value(a)).alias(f"{a}_own")
-                 for a, v in chosen_menus.items() if v == OWN]
+        away = tuple(Compare(a, own_value(a) if v == OWN else v, equal=False)
+                     for a, v in chosen_menus.items())
+        still = tuple(Compare(a, opening[a]) for a in shown_axes if a not in over)
+        filters.append(AnyOf((Count(away, 0, 0), All((Count(away, 1, 1), *still))))
+                       if still else Count(away, 0, 1))
+        flags = [Compare(a, own_value(a)) for a, v in chosen_menus.items() if v == OWN]
         shown_axes += list(chosen_menus)
     for dimension in dimensions:
         given = [a for a in dimension if fixed and a in fixed]
@@ -418,10 +403,10 @@ def _plan(pl, shown: Mapping[str, int], shown_axes: list[str], dimensions: list[
             elif len(distinct[axis]) < 2:
                 continue
             elif windows and shown_axes:
-                value = _pick_within(pl, axis, rule).over(shown_axes)
+                value = Within(axis, rule, tuple(shown_axes))
             else:
                 value = _pick(distinct[axis], rule)
-            filters.append(pl.col(axis) == value)
+            filters.append(Compare(axis, value))
     return _Plan(filters=filters, flags=flags, shown=shown_axes, chosen=[a for a in held_axes if len(distinct[a]) > 1],
                  wanted=[m for m in metrics if m in present and m not in shown_axes],
                  kept=kept, native=native, menus=chosen_menus, opening=opening,

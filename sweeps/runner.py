@@ -67,7 +67,7 @@ from rooftui.sweeps.shard_files import (
 )
 
 if TYPE_CHECKING:
-    from rooftui.sweeps.chart_rows import RowCollector
+    from rooftui.sweeps.chart_rows import Columns, RowCollector, RowCut
 
 # Encoding dominates the run: lz4 writes ~2x faster than zstd level 1 for files ~30 %
 # larger (53 vs 41 B per row on specs/grid.toml). Statistics (for row-group skipping when
@@ -207,10 +207,11 @@ class ShardWriter:
 
 
 def write_shard(sweep: Sweep, out_dir: Path, layout: Layout, index: int,
-                environment: dict[str, Any], on_points: Callable[[int], None] | None = None
-                ) -> int:
+                environment: dict[str, Any], on_points: Callable[[int], None] | None = None,
+                on_columns: Callable[[dict[str, np.ndarray]], None] | None = None) -> int:
     """Evaluate shard `index`, write it atomically and commit its checksum; return its
-    row count. The caller holds the shard's claim."""
+    row count. The caller holds the shard's claim. `on_columns` sees each row group's
+    columns once written (what the charts keep of them, `chart_rows.ShardRows`)."""
     kv = shard_metadata(sweep, layout, index, environment)
     final = shard_path(out_dir, index)
     temporary = temporary_path(final)
@@ -228,6 +229,8 @@ def write_shard(sweep: Sweep, out_dir: Path, layout: Layout, index: int,
                 for columns, points in sweep.row_groups(*layout.range(index)):
                     writer.write(columns)
                     rows += len(columns["point_id"])
+                    if on_columns:
+                        on_columns(columns)
                     if on_points:
                         on_points(points)
             except BaseException:
@@ -277,7 +280,8 @@ def shard_is_complete(sweep: Sweep, out_dir: Path, layout: Layout, index: int) -
 
 def claim_and_write(sweep: Sweep, out_dir: Path, layout: Layout, index: int,
                     environment: dict[str, Any], *, wait: bool, keep_complete: bool,
-                    on_points: Callable[[int], None] | None = None) -> str:
+                    on_points: Callable[[int], None] | None = None,
+                    on_columns: Callable[[dict[str, np.ndarray]], None] | None = None) -> str:
     """Write shard `index` under its claim: "written"; "complete" when, once claimed, it
     is complete and `keep_complete` (another process wrote it meanwhile); "busy" when
     another process holds it and not `wait`."""
@@ -287,7 +291,7 @@ def claim_and_write(sweep: Sweep, out_dir: Path, layout: Layout, index: int,
             return "busy"
         if keep_complete and shard_is_complete(sweep, out_dir, layout, index):
             return "complete"
-        write_shard(sweep, out_dir, layout, index, environment, on_points)
+        write_shard(sweep, out_dir, layout, index, environment, on_points, on_columns)
     return "written"
 
 
@@ -304,6 +308,7 @@ class ShardTask:
     environment: dict[str, Any]
     wait: bool = False  # for the shard's claim (the second round: shards others held)
     keep_complete: bool = True  # False under --force (first round)
+    cut: RowCut | None = None  # the rows its charts draw, kept as it is written
 
 
 @lru_cache(maxsize=4)
@@ -311,30 +316,41 @@ def _sweep_from(spec_text: str, spec_path: str) -> Sweep:
     return evaluator_for(parse_grid(spec_text, Path(spec_path)))
 
 
-def compute_shard(task: ShardTask) -> tuple[int, str]:
-    """Run in a worker: claim, evaluate and write one shard; (index, `claim_and_write`'s
-    word)."""
-    sweep = _sweep_from(task.spec_text, task.spec_path)
+def compute_shard(task: ShardTask, sweep: Sweep | None = None,
+                  on_points: Callable[[int], None] | None = None
+                  ) -> tuple[int, str, Columns | None]:
+    """Run in a worker (or inline, with the parent's `sweep`): claim, evaluate and write
+    one shard; (index, `claim_and_write`'s word, the rows `task.cut` keeps of it when
+    written here). numpy and pyarrow only: polars deadlocks in a forked child."""
+    sweep = sweep or _sweep_from(task.spec_text, task.spec_path)
     layout = Layout(sweep.grid.size, task.shard_size)
-    return task.index, claim_and_write(sweep, Path(task.out_dir), layout, task.index,
-                                       task.environment, wait=task.wait,
-                                       keep_complete=task.keep_complete)
+    kept = None
+    if task.cut is not None:
+        from rooftui.sweeps.chart_rows import ShardRows
+
+        kept = ShardRows(task.cut, sweep.dictionaries)
+    word = claim_and_write(sweep, Path(task.out_dir), layout, task.index, task.environment,
+                           wait=task.wait, keep_complete=task.keep_complete,
+                           on_points=on_points, on_columns=kept and kept.add)
+    return task.index, word, kept.rows() if kept is not None and word == "written" else None
 
 
-def _run_inline(sweep, layout, tasks, progress, landed) -> dict[int, str]:
+def _run_inline(sweep, layout, tasks, progress, rows) -> dict[int, str]:
     done = {}
+    if rows is not None:  # the writer's imports here, then polars in the rows' thread
+        import pyarrow.parquet  # noqa: F401
+
+        rows.start()
     for task in tasks:
-        done[task.index] = claim_and_write(
-            sweep, Path(task.out_dir), layout, task.index, task.environment, wait=task.wait,
-            keep_complete=task.keep_complete, on_points=progress.advance)
-        if done[task.index] == "complete":  # written by another process
-            progress.advance(_points(layout, task.index))
-        if done[task.index] != "busy":
-            landed(task.index)
+        index, done[task.index], kept = compute_shard(task, sweep, progress.advance)
+        if done[index] == "complete":  # written by another process
+            progress.advance(_points(layout, index))
+        if done[index] != "busy" and rows is not None:
+            rows.landed(index, kept)
     return done
 
 
-def _run_processes(tasks: list[ShardTask], layout, workers, progress, landed
+def _run_processes(tasks: list[ShardTask], layout, workers, progress, rows
                    ) -> dict[int, str]:
     import multiprocessing
 
@@ -348,20 +364,23 @@ def _run_processes(tasks: list[ShardTask], layout, workers, progress, landed
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
                              mp_context=multiprocessing.get_context(method)) as pool:
         futures = [pool.submit(compute_shard, task) for task in tasks]
+        if rows is not None:  # forked at the first submit: polars may load now
+            rows.start()
         done = {}
         try:
             for future in as_completed(futures):
-                index, done[index] = future.result()
+                index, done[index], kept = future.result()
                 if done[index] != "busy":
                     progress.advance(_points(layout, index))
-                    landed(index)
+                    if rows is not None:
+                        rows.landed(index, kept)
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
     return done
 
 
-def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress, landed
+def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress, rows
               ) -> dict[int, str]:
     try:
         from dask.distributed import Client, LocalCluster
@@ -379,10 +398,11 @@ def _run_dask(tasks: list[ShardTask], layout, workers, scheduler, progress, land
     try:
         futures = client.map(compute_shard, tasks, pure=False)
         for future in dask_completed(futures):
-            index, done[index] = future.result()
+            index, done[index], _ = future.result()  # the tasks carry no cut
             if done[index] != "busy":
                 progress.advance(_points(layout, index))
-                landed(index)
+                if rows is not None:
+                    rows.landed(index)
     finally:
         client.close()
         if cluster is not None:
@@ -470,18 +490,19 @@ def run_sweep(sweep: Sweep, options: RunOptions, progress: Progress) -> dict[str
                                        "recomputing"))
     progress.start(sum(_points(layout, i) for i in todo),
                    f"{grid.name}: {len(todo):,} of {len(mine):,} shards to compute")
+    rows = _chart_rows(out_dir, sweep, options)
+    # local workers keep their shards' chart rows; Dask's are cut from the files
+    cut = rows.cut if rows is not None and options.executor == "local" else None
     tasks = [ShardTask(grid.text, str(grid.path.resolve()), str(out_dir.resolve()),
                        layout.shard_size, index, environment,
-                       keep_complete=not options.force) for index in todo]
-    rows = _chart_rows(out_dir, grid, options)
-    landed = rows.landed if rows is not None else lambda index: None
-    outcomes = _run(sweep, layout, tasks, options, progress, landed)
+                       keep_complete=not options.force, cut=cut) for index in todo]
+    outcomes = _run(sweep, layout, tasks, options, progress, rows)
     # shards another process held: wait for it, then take over what it did not finish
     held = [replace(task, wait=True, keep_complete=True) for task in tasks
             if outcomes[task.index] == "busy"]
     if held:
         progress.note(f"waiting for {len(held):,} shards another process is computing ...")
-        outcomes |= _run(sweep, layout, held, options, progress, landed)
+        outcomes |= _run(sweep, layout, held, options, progress, rows)
     progress.finish()
 
     written = [i for i in todo if outcomes[i] == "written"]
@@ -521,26 +542,27 @@ def run_sweep(sweep: Sweep, options: RunOptions, progress: Progress) -> dict[str
 
 
 def _run(sweep, layout, tasks: list[ShardTask], options: RunOptions, progress,
-         landed: Callable[[int], None]) -> dict[int, str]:
-    """Each task's outcome (`claim_and_write`'s word), on the chosen executor;
-    `landed(index)` as each shard is complete (written here or by another process)."""
+         rows: RowCollector | None) -> dict[int, str]:
+    """Each task's outcome (`claim_and_write`'s word), on the chosen executor; `rows`
+    told of each shard as it is complete (written here or by another process)."""
     if not tasks:
         return {}
     if options.executor == "dask":
-        return _run_dask(tasks, layout, options.workers, options.scheduler, progress, landed)
+        return _run_dask(tasks, layout, options.workers, options.scheduler, progress, rows)
     if options.workers > 1 and len(tasks) > 1:
-        return _run_processes(tasks, layout, options.workers, progress, landed)
-    return _run_inline(sweep, layout, tasks, progress, landed)
+        return _run_processes(tasks, layout, options.workers, progress, rows)
+    return _run_inline(sweep, layout, tasks, progress, rows)
 
 
-def _chart_rows(out_dir: Path, grid: Grid, options: RunOptions) -> RowCollector | None:
+def _chart_rows(out_dir: Path, sweep: Sweep, options: RunOptions) -> RowCollector | None:
     """What the run keeps of each shard for its charts as the shard lands (see
     `chart_rows`); None without charts."""
     if not options.charts:
         return None
     from rooftui.sweeps.chart_rows import RowCollector
 
-    return RowCollector(out_dir, grid.charts, lambda i: shard_path(out_dir, i))
+    return RowCollector(out_dir, sweep.grid.charts, lambda i: shard_path(out_dir, i),
+                        sweep.dictionaries)
 
 
 def _render_charts(out_dir: Path, grid: Grid, layout: Layout, progress: Progress,

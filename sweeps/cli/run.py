@@ -184,10 +184,6 @@ def run(grid_path, out_dir, part, shard_size, workers, executor, scheduler, forc
                   "estimated_seconds": guess["seconds"], "sample_points": guess["sample_points"]}
         click.echo(json.dumps(report, indent=2) if as_json else _render_plan(report, workers))
         return
-    if options.charts:  # the chart libraries load while the shards are computed
-        from rooftui.sweeps.chart_files import warm_up
-
-        warm_up()
     summary = run_sweep(sweep, options, Progress())
     click.echo(json.dumps(summary, indent=2) if as_json else _render_summary(summary))
 

@@ -8,19 +8,25 @@ import io
 import json
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rooftui.sweeps import charts
-from rooftui.sweeps.chart_rows import RowCollector, plan_cut
+from rooftui.sweeps.chart_rows import RowCollector, ShardRows, cut_shard, plan_cut, rows_frame
 from rooftui.sweeps.charts_step import STEP_SLICES
+from rooftui.sweeps.grid import load_grid
+from rooftui.sweeps.kinds import evaluator_for
 from rooftui.sweeps.results import read_manifest, scan_results
+from rooftui.sweeps.row_filters import Rows
 from tests.conftest import run_sweep
 
 # menus on every held axis, group size held at each model's own, a zipped pair, a
@@ -160,7 +166,7 @@ def test_the_rows_cut_from_any_split_give_every_slice(result_dir, cuts, context,
     for name, request_for in STEP_SLICES.items():
         request = request_for(whole.columns)
         kept = request.rows(whole.columns, fixed=fixed, axes=axes, grid=manifest)
-        cut = pl.concat([whole.slice(a, b - a).filter(kept)
+        cut = pl.concat([whole.slice(a, b - a).filter(kept.polars(pl))
                          for a, b in zip(edges, edges[1:], strict=False)])
         assert cut.height < whole.height / 3, name
         assert (drawn(request, cut, axes, manifest, fixed)
@@ -191,3 +197,80 @@ def test_a_grid_with_no_chart_to_cut_leaves_them_to_the_folder(result_dir):
     rows = RowCollector(result_dir, ["latency_vs_rate"],
                         lambda i: result_dir / "points" / f"shard-{i:06d}.parquet")
     assert rows.gather(read_manifest(result_dir)["shards"]) is None
+
+
+def shard_columns(sweep, manifest, index: int) -> dict[str, np.ndarray]:
+    """Shard `index`'s stored columns as its worker computed them (names as codes)."""
+    start = index * manifest["shard_size"]
+    groups = [columns for columns, _ in sweep.row_groups(
+        start, min(start + manifest["shard_size"], manifest["points"]))]
+    return {name: np.concatenate([g[name] for g in groups]) for name in groups[0]}
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(splits=st.lists(st.integers(1, 999), max_size=4, unique=True),
+       context=st.sampled_from([None, 1024, 32768]), kv=st.sampled_from([None, "fp8"]))
+def test_a_workers_kept_rows_equal_the_shards_cut_from_its_file(result_dir, splits, context,
+                                                                 kv, tmp_path_factory):
+    """What a worker keeps of the row groups it writes (split anywhere), as a frame, is
+    what `cut_shard` reads back from the shard's file: values, types, order; and each
+    chart's numpy mask keeps the rows its polars predicate keeps."""
+    manifest = read_manifest(result_dir)
+    sweep = evaluator_for(load_grid(grid_file(tmp_path_factory.mktemp("grid"))))
+    fixed = {k: v for k, v in (("context", context), ("kv_dtype", kv)) if v is not None}
+    table = {"fixed": fixed} if fixed else None
+    cut = plan_cut(result_dir, table)
+    assert cut is not None and set(cut.charts) == set(charts.DEFAULT_CHARTS)
+    for index in range(manifest["shards"]):
+        columns = shard_columns(sweep, manifest, index)
+        kept = ShardRows(cut, sweep.dictionaries)
+        edges = [0, *sorted(c for c in splits if c < len(columns["point_id"])),
+                 len(columns["point_id"])]
+        for a, b in zip(edges, edges[1:], strict=False):
+            kept.add({name: values[a:b] for name, values in columns.items()})
+        frame = rows_frame(kept.rows(), cut, sweep.dictionaries)
+        from_file = cut_shard(result_dir / "points" / f"shard-{index:06d}.parquet", cut)
+        assert frame.schema == from_file.schema
+        assert frame.equals(from_file), index
+        whole = scan_results(result_dir).filter(
+            pl.col("point_id").is_in(columns["point_id"].tolist())).collect()
+        rows = Rows({**columns, "ridge": whole["ridge"].to_numpy()}, sweep.dictionaries)
+        for test in cut.rows.parts:
+            expected = whole.select(test.polars(pl).fill_null(False))
+            assert test.mask(rows).tolist() == expected.to_series().to_list(), index
+
+
+def test_sweep_run_forks_its_workers_before_importing_polars(tmp_path):
+    """A forked worker must not inherit polars (it deadlocks there once the parent has
+    used its pool) nor a package another thread is importing: the parent imports
+    neither polars nor pyarrow before its workers start, and still renders its charts
+    from the rows they kept."""
+    grid = grid_file(tmp_path)
+    out = tmp_path / "out"
+    script = f"""
+import sys
+from concurrent.futures import ProcessPoolExecutor
+submit = ProcessPoolExecutor.submit
+seen = []
+def watched(self, *args, **kwargs):
+    if not seen:
+        seen.append(sorted(m for m in ("polars", "pyarrow") if m in sys.modules))
+    return submit(self, *args, **kwargs)
+ProcessPoolExecutor.submit = watched
+from rooftui.sweeps import chart_rows
+cut_from_files = []
+original = chart_rows.cut_shard
+chart_rows.cut_shard = lambda *a: cut_from_files.append(1) or original(*a)
+from rooftui.sweeps.cli import main
+try:
+    main(["run", {str(grid)!r}, "--out", {str(out)!r}, "--shard-size", "700",
+          "--workers", "2"])
+except SystemExit as end:
+    assert not end.code, end.code
+print(seen, len(cut_from_files))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[[]] 0", done.stdout + done.stderr
+    assert page_specs(out / "charts") == rerendered(out, tmp_path)
