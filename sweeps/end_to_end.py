@@ -34,6 +34,15 @@ How the clients are replayed (`run_requests`, `replay_run`):
   added to each TTFT and E2E, and a slot's next request reaches the engine that long
   after its previous one finished.
 
+Kernels (`kernel_profile`). The engine's overheads are fitted on top of a kernel
+profile: `h100-trtllm` (TensorRT-LLM's bf16 GEMM, bf16-KV attention and NCCL all-reduce
+on H100, aiconfigurator's kernel data), carried to H200 by its spec ratios as every
+kernel profile is. TensorRT-LLM's runs take `h100-trtllm-fp8`: the same plus TensorRT-LLM's
+own fp8 GEMM and fp8-KV attention timings, since its FP8 checkpoints run those kernels.
+vLLM's and SGLang's fp8 GEMMs are other kernels (no timings of them here) and their KV
+cache is bf16, so they keep `h100-trtllm`: pricing their fp8 GEMMs at TensorRT-LLM's
+made their held-out figures worse (docs/end-to-end.md).
+
 Fitting (`fit_overheads`). An engine adds a fixed time to every step (`step_overhead_s`,
 `layer_overhead_s` per layer, `allreduce_overhead_s` per all-reduce), so a run's steps
 each gain c = s + layers * l + collectives * a, and every request's TTFT gains the front
@@ -127,6 +136,7 @@ class EngineDefaults:
     memory_fraction: float  # of each GPU's memory for weights and KV
     why: str
     clients_in_step: bool = False  # a closed loop's waves stay together (module doc)
+    kernel_profile: str = "h100-trtllm"  # the kernels its runs are priced with (module doc)
 
 
 ENGINES = {
@@ -148,9 +158,16 @@ ENGINES = {
                              "TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens "
                              "8192, free_gpu_memory_fraction 0.9, GUARANTEED_NO_EVICT "
                              "(whole sequences reserved), whole prompts in flight with the "
-                             "decodes (chunked prefill off by default)"),
+                             "decodes (chunked prefill off by default)",
+                             kernel_profile="h100-trtllm-fp8"),
 }
 DEFAULT_ENGINE = "vllm"  # an engine not named, or not listed
+
+
+def kernel_profile(engine: str | None) -> str:
+    """The kernel profile an engine's runs are replayed on by default (module doc)."""
+    return ENGINES.get(engine or DEFAULT_ENGINE, ENGINES[DEFAULT_ENGINE]).kernel_profile
+
 
 @functools.cache
 def replay_model(name: str) -> Model:

@@ -34,8 +34,10 @@ LEVEL = 0.8
 @click.option("--engine", type=click.Choice(MEASURED_ENGINES),
               help="Engine whose scheduler defaults apply [default: the file's, else vllm]; "
                    "with --measured-dir, replay only its runs.")
-@click.option("--profile", default="h100-trtllm", show_default=True, metavar="NAME|PATH",
-              help="Profile to predict with, and the kernel profile --fit adds overheads to.")
+@click.option("--profile", metavar="NAME|PATH",
+              help="Profile to predict with, and the kernel profile --fit adds overheads to "
+                   "[default: the engine's kernel profile: h100-trtllm-fp8 for trtllm (its "
+                   "own fp8 GEMM and fp8-KV attention timings), h100-trtllm for the others].")
 @click.option("--format", "file_format", type=click.Choice(FORMATS),
               help="Result file format [default: detected from the content].")
 @click.option("--policy", type=click.Choice(["chunked", "continuous", "prefill_first",
@@ -82,13 +84,10 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
       sweep replay result.json --model llama-3.1-8b --gpu h100-sxm --fit --out mine.toml
       sweep replay --measured-dir MEASURED_DIR --fit --out specs/profiles/
     """
-    from rooftui.core.assumptions import load_profile
-
-    base = load_profile(profile)
     if measured_dir:
         if result_files:
             raise click.UsageError("give RESULT_FILEs or --measured-dir, not both")
-        report = _measured(Path(measured_dir), engine, base, profile, fit, out)
+        report = _measured(Path(measured_dir), engine, profile, fit, out)
     else:
         if not result_files:
             raise click.UsageError("give at least one RESULT_FILE (or --measured-dir DIR)")
@@ -99,7 +98,7 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
             raise click.UsageError("--out writes the profile --fit makes: add --fit")
         target = {"model": model, "gpu": gpu, "tp": int(tp), "weight_dtype": weight_dtype,
                   "kv_dtype": kv_dtype}
-        report = _files(result_files, file_format, target, engine, base, policy, max_batch,
+        report = _files(result_files, file_format, target, engine, policy, max_batch,
                         token_budget, fit, out, profile)
     click.echo(json_text(report, NULL_REASONS) if as_json else render(report))
 
@@ -118,8 +117,9 @@ def _row(replay) -> dict:
             "predicted": replay.predicted, "errors": replay.errors()}
 
 
-def _files(paths, file_format, target, engine, base, policy, max_batch, token_budget, fit,
+def _files(paths, file_format, target, engine, policy, max_batch, token_budget, fit,
            out, profile) -> dict:
+    from rooftui.core.assumptions import load_profile
     from rooftui.sweeps import end_to_end
     from rooftui.sweeps.bench_results import read_benchmark
 
@@ -127,6 +127,13 @@ def _files(paths, file_format, target, engine, base, policy, max_batch, token_bu
     engines = {engine or run.engine for run in runs}
     targets = [end_to_end.Target(**target, engine=engine or (
         run.engine if run.engine in ENGINE_NAMES else None)) for run in runs]
+    if profile is None:
+        kernels = sorted({end_to_end.kernel_profile(t.engine) for t in targets})
+        if len(kernels) > 1:
+            raise SpecError(f"these files hold runs of engines with different kernel "
+                            f"profiles ({', '.join(kernels)}): give --profile or --engine")
+        profile = kernels[0]
+    base = load_profile(profile)
     scheduling = end_to_end.Scheduling(policy=policy, max_batch=max_batch,
                                        token_budget=token_budget)
     replays = end_to_end.replay_runs(runs, targets, base, scheduling)
@@ -149,14 +156,24 @@ def _files(paths, file_format, target, engine, base, policy, max_batch, token_bu
     return report
 
 
-def _measured(folder, engine, base, profile, fit, out) -> dict:
+def _measured(folder, engine, profile, fit, out) -> dict:
+    from rooftui.core.assumptions import load_profile
     from rooftui.sweeps import end_to_end
 
     runs, targets, scheduling, notes = end_to_end.measured_runs(folder, engine)
-    click.echo(f"replaying {len(runs)} runs ...", err=True)
-    replays = end_to_end.replay_runs(runs, targets, base, scheduling)
     engines = sorted({t.engine for t in targets})
-    report = {"profile": base.name, "notes": notes, "runs": len(runs),
+    kernels = {e: profile or end_to_end.kernel_profile(e) for e in engines}
+    bases = {name: load_profile(name) for name in set(kernels.values())}
+    click.echo(f"replaying {len(runs)} runs ...", err=True)
+    replays = []
+    for engine in engines:
+        mine = [i for i, t in enumerate(targets) if t.engine == engine]
+        replays += end_to_end.replay_runs([runs[i] for i in mine], [targets[i] for i in mine],
+                                          bases[kernels[engine]], [scheduling[i] for i in mine])
+    report = {"profile": ", ".join(
+                  f"{bases[name].name} ({', '.join(e for e in engines if kernels[e] == name)})"
+                  for name in sorted(bases)),
+              "kernel_profiles": kernels, "notes": notes, "runs": len(runs),
               "groups": _group_rows(replays)}
     if not fit:
         return report
@@ -165,6 +182,7 @@ def _measured(folder, engine, base, profile, fit, out) -> dict:
     report["held_out"], report["profiles"] = [], []
     for engine in engines:
         mine = [r for r in replays if r.target.engine == engine]
+        base = bases[kernels[engine]]
         held = end_to_end.leave_one_group_out(mine, base, end_to_end.replay_again)
         bounds = {kind: end_to_end.interval_bounds(held.ratios[kind], LEVEL)
                   for kind in ("ttft", "tpot")}
@@ -182,8 +200,8 @@ def _measured(folder, engine, base, profile, fit, out) -> dict:
         if out and engine in ENGINE_NAMES:
             errors = [g["mape_tpot"] for g in held.groups.values()]
             entry["wrote"] = _write_measured_profiles(
-                Path(out), base, profile, engine, mine, full, bounds, len(held.groups),
-                (min(errors), max(errors)))
+                Path(out), base, kernels[engine], profile is not None, engine, mine, full,
+                bounds, len(held.groups), (min(errors), max(errors)))
         report["profiles"].append(entry)
     return report
 
@@ -191,8 +209,8 @@ def _measured(folder, engine, base, profile, fit, out) -> dict:
 PROFILE_GPUS = {"h100-sxm": "h100-sxm", "h200": "h200"}  # GPU key -> profile name prefix
 
 
-def _write_measured_profiles(folder, base, profile, engine, replays, full, bounds, groups,
-                             tpot_errors) -> list[str]:
+def _write_measured_profiles(folder, base, profile, given, engine, replays, full, bounds,
+                             groups, tpot_errors) -> list[str]:
     from rooftui.sweeps import end_to_end
 
     written = []
@@ -200,8 +218,8 @@ def _write_measured_profiles(folder, base, profile, engine, replays, full, bound
     for gpu in sorted({r.target.gpu for r in replays}):
         models = sorted({r.target.model for r in replays if r.target.gpu == gpu})
         name = f"{PROFILE_GPUS.get(gpu, gpu)}-{engine}.toml"
-        command = (f"sweep replay --measured-dir MEASURED_DIR --profile {profile} --fit "
-                   f"--out {folder}/")
+        command = ("sweep replay --measured-dir MEASURED_DIR "
+                   + (f"--profile {profile} " if given else "") + f"--fit --out {folder}/")
         text = end_to_end.engine_profile_text(
             base, end_to_end.with_overheads(base, full.overheads).efficiency,
             command=command,

@@ -71,6 +71,21 @@ def test_fit_out_must_be_a_profile_file(tmp_path):
     assert not (tmp_path / "mine.txt").exists()
 
 
+def test_each_engine_replays_on_its_kernel_profile_and_a_mix_must_name_one(tmp_path):
+    """TensorRT-LLM's runs are priced with its own fp8 kernels (h100-trtllm-fp8), the
+    others with h100-trtllm; files of both kinds cannot share one base unasked."""
+    trt = tmp_path / "trt.jsonl"
+    trt.write_text((FIXTURES / "sglang-bench-serving.jsonl").read_text().replace(
+        '"backend": "sglang"', '"backend": "trt"'))
+    assert sweep_json("replay", trt, *SETUP)["profile"] == "h100-trtllm-fp8"
+    vllm = FIXTURES / "vllm-bench-serve.json"
+    assert sweep_json("replay", vllm, *SETUP)["profile"] == "h100-trtllm"
+    out, err = sweep("replay", vllm, trt, *SETUP, expect=2)
+    assert out == "" and err.count("\n") == 1 and "give --profile or --engine" in err
+    named = sweep_json("replay", vllm, trt, *SETUP, "--profile", "h100-trtllm-fp8")
+    assert named["profile"] == "h100-trtllm-fp8" and len(named["runs"]) == 3
+
+
 # --- the published end-to-end runs ---------------------------------------------------
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rooftui.core import spec_files
 from rooftui.core.assumptions import load_profile
 from rooftui.sweeps import end_to_end as e2e
 from rooftui.sweeps.bench_results import Run, Stat
@@ -203,3 +204,44 @@ def test_sglang_replays_run_prefill_batches_without_decodes():
     named = e2e.replay_run(run, target, BASE, e2e.Scheduling(policy="prefill_first"))
     chunked = e2e.replay_run(run, target, BASE, e2e.Scheduling(policy="chunked"))
     assert default.predicted == named.predicted != chunked.predicted
+
+
+def test_trtllm_replays_price_its_own_fp8_kernels_and_a_bf16_run_is_unchanged():
+    """TensorRT-LLM's runs are priced with h100-trtllm-fp8 (its own fp8 GEMM and fp8-KV
+    attention timings); that profile's bf16 parameters are h100-trtllm's, so a bf16 run
+    with a bf16 KV cache replays the same on both, and an fp8 run with an fp8 KV cache
+    does not. vLLM's and SGLang's fp8 GEMMs are other kernels: they keep h100-trtllm."""
+    assert e2e.kernel_profile("trtllm") == "h100-trtllm-fp8"
+    assert {e2e.kernel_profile(name) for name in ("vllm", "sglang", "splitwise", None)} == {
+        "h100-trtllm"}
+    fp8 = load_profile("h100-trtllm-fp8")
+    table = {name: value for name, value in fp8.efficiency.as_dict().items()
+             if not name.startswith("fp8.")}
+    assert table == {name: BASE.efficiency.value(name) for name in table}
+    assert fp8.efficiency.value("fp8.attention_mbu") != BASE.efficiency.value("attention_mbu")
+    run = closed_run(8, 1000, 32)
+    bf16 = e2e.Target("llama-3.1-8b", "h100-sxm", 1, engine="trtllm")
+    assert (e2e.replay_run(run, bf16, fp8, LOCKSTEP).predicted
+            == e2e.replay_run(run, bf16, BASE, LOCKSTEP).predicted)
+    quantised = e2e.Target("llama-3-70b", "h200", 2, "fp8", engine="trtllm", kv_dtype="fp8")
+    own, borrowed = (e2e.replay_run(run, quantised, profile, LOCKSTEP).predicted
+                     for profile in (fp8, BASE))
+    # TensorRT-LLM's fp8 kernels reach a lower share of their (doubled) peaks than bf16's
+    assert own["tpot_s"]["mean"] > borrowed["tpot_s"]["mean"]
+    assert own["ttft_s"]["mean"] > borrowed["ttft_s"]["mean"]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm", "sglang"])
+@pytest.mark.parametrize("gpu", ["h100-sxm", "h200"])
+def test_shipped_engine_profiles_are_their_kernel_profile_plus_overheads(engine, gpu):
+    """An engine profile written by `sweep replay --fit` keeps every kernel parameter of
+    the kernel profile its engine is replayed on, to the 4 digits it records."""
+    name = f"{gpu}-{engine}"
+    shipped = load_profile(name)
+    text = spec_files.resolve("profiles", name).read_text()
+    assert f'base = "{e2e.kernel_profile(engine)}"' in text
+    kernels = load_profile(e2e.kernel_profile(engine)).efficiency.as_dict()
+    for parameter, value in kernels.items():
+        if parameter not in e2e.OVERHEADS:
+            assert shipped.efficiency.value(parameter) == pytest.approx(value, rel=5e-4), (
+                parameter)
