@@ -291,11 +291,14 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
     draw, cut from the shards as they were written (`chart_rows`), which those charts
     are built from instead of the folder.
     """
+    import contextlib
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from rooftui.sweeps.output_files import make_folder
     from rooftui.sweeps.results import scan_results
     from rooftui.sweeps.shard_files import CHARTS_CLAIM, claim
+    from rooftui.sweeps.vega_spec import VegaChart
 
     result_dir = Path(out_dir)
     manifest, settings, files = chart_plan(result_dir, names, only, png, svg)
@@ -310,17 +313,24 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
         stale = set(_stale(result_dir, files) if stale_only else files)
         todo = [name for name in files if name in stale]
 
-        def build(name: str):
-            frame = rows.frame if name in cut else folder
-            return CHARTS[name](frame, fixed=settings.fixed, axes=axes, grid=manifest)
+        # altair's data transformers and vl-convert's converter are the process's own:
+        # an Altair chart or a picture is saved by one thread at a time
+        one_at_a_time = threading.Lock()
 
-        # two builds at once: one's parquet scan (polars, no GIL) runs while the other
-        # builds its spec; saved in order, here
+        def render(name: str) -> list[Path]:
+            frame = rows.frame if name in cut else folder
+            chart = CHARTS[name](frame, fixed=settings.fixed, axes=axes, grid=manifest)
+            extensions = {path.suffix for path in files[name]}
+            page_only = isinstance(chart, VegaChart) and extensions == {".html"}
+            with contextlib.nullcontext() if page_only else one_at_a_time:
+                return save_chart(chart, charts_dir / name, png=".png" in extensions,
+                                  svg=".svg" in extensions)
+
+        # two charts at once: one's parquet scan and CSV text (polars, no GIL) run while
+        # the other builds its spec
         with ThreadPoolExecutor(2) as pool:
-            for name, chart in zip(todo, pool.map(build, todo), strict=True):
-                extensions = {path.suffix for path in files[name]}
-                written += save_chart(chart, charts_dir / name, png=".png" in extensions,
-                                      svg=".svg" in extensions)
+            for paths in pool.map(render, todo):
+                written += paths
         if written:
             titles = {name: (function.__doc__ or name).split("\n")[0].rstrip(".")
                       for name, function in CHARTS.items()}
