@@ -65,7 +65,8 @@ TIMERS = ("cuda_events", "cuda_graph", "host_clock")
 # what each kind's rows inform (steps: see `informed_parameters`)
 INFORMS = {
     "gemm": ("gemm_mfu", "gemm_mbu", "gemm_m_half", "kernel_overhead_s"),
-    "attention_decode": ("attention_mbu", "attention_mbu_half", "attention_overhead_s"),
+    "attention_decode": ("attention_mbu", "attention_overhead_s",
+                         "attention_kv_head_overhead_s", "attention_query_head_overhead_s"),
     "attention_prefill": ("attention_mfu", "attention_mfu_half", "attention_overhead_s",
                           "prefill_attention_overhead_s"),
     "allreduce": ("interconnect_efficiency", "allreduce_overhead_s"),
@@ -90,6 +91,7 @@ TYPICAL = {"step_overhead_s": 1e-3, "layer_overhead_s": 1e-5, "kernel_overhead_s
            "launch_overhead_s": 3e-6,
            "host_timer_overhead_s": 2e-5, "gemm_m_half": 16.0, "attention_mfu_half": 256.0,
            "attention_mbu_half": 64.0, "allreduce_overhead_s": 1e-5,
+           "attention_kv_head_overhead_s": 1e-8, "attention_query_head_overhead_s": 3e-9,
            "activation_quant_bytes": 3.0}  # bf16 in, 8 bits and a scale out
 # a fitted value this close to a bound is flagged: within 1 % of a fraction's 1 or 0, or
 # under 1 % of an amount's typical size (an amount's bound is 0)
@@ -201,6 +203,8 @@ class RowCosts:
     sequences: np.ndarray
     flops_per_key: np.ndarray
     bytes_per_key: np.ndarray
+    kv_head_sequences: np.ndarray  # decode sequences x KV heads on the GPU x layers
+    query_head_sequences: np.ndarray  # decode sequences x query heads on the GPU x layers
     activation_bytes: np.ndarray
     copy_bytes: np.ndarray
     layers: np.ndarray  # counted in the step overheads: 0 for kernel rows
@@ -317,6 +321,8 @@ def _add_model_costs(cost, rows, where, kind, table, assumptions) -> None:
     cost["sequences"][where] = batch + prompts * (prefill > 0)
     cost["flops_per_key"][where] = taken.attention_flops_per_key * layers * per_layer / rows.tp
     cost["bytes_per_key"][where] = whole["kv_bytes_per_token"] * kv_share * per_layer
+    cost["kv_head_sequences"][where] = batch * kv_units * kv_share * layers * per_layer
+    cost["query_head_sequences"][where] = batch * taken.heads / rows.tp * layers * per_layer
     if "activations_bytes" in whole:
         cost["activation_bytes"][where] = np.where(step, whole["activations_bytes"], 0.0)
     cost["layers"][where] = np.where(step, layers, 0.0)
@@ -353,7 +359,8 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
                                            efficiency)
     attention_compute, attention_memory = attention_times(
         costs.attention_flops, costs.attention_bytes, costs.queries, costs.sequences,
-        costs.flops_per_key, costs.bytes_per_key, compute_rate, memory_rate, efficiency)
+        costs.flops_per_key, costs.bytes_per_key, compute_rate, memory_rate, efficiency,
+        costs.kv_head_sequences, costs.query_head_sequences)
     streams = (costs.activation_bytes + costs.copy_bytes
                + costs.quantised_elements * efficiency.activation_quant_bytes) / memory_rate
     communication = link_time(costs.link_bytes, costs.collectives, costs.interconnect,
@@ -436,7 +443,11 @@ def informed_parameters(rows: Measurements) -> list[str]:
     (`COMPUTE_BOUND_TOKENS`), attention_mbu_half only when the decode contexts vary,
     the per-layer overhead only when the models differ in depth (else it is one number
     with the step overhead), the all-reduce parameters only when the tensor-parallel
-    degrees differ. `gemm_m_half` and `attention_mfu_half` need kernel rows: in a step
+    degrees differ. Decode attention kernels inform their fixed times per sequence and
+    head (the query-head one only when the models' query heads per KV head differ)
+    rather than `attention_mbu_half`: on one GPU both are a cost per sequence growing
+    with the KV heads, but the kernels' is in seconds (H100 and H200 take the same time
+    at 15 cached tokens, whatever their bandwidths), which a held-out GPU inherits. `gemm_m_half` and `attention_mfu_half` need kernel rows: in a step
     they are one number with the overheads and the compute fractions.
 
     GEMM parameters are named for the compute dtype of the rows that inform them: bf16
@@ -465,8 +476,6 @@ def informed_parameters(rows: Measurements) -> list[str]:
     gemm = rows.kind == KINDS.index("gemm")
     if gemm.any():
         names |= gemm_names((*INFORMS["gemm"], "activation_quant_bytes"), gemm)
-    if not varied("attention_decode", rows.context):
-        names.discard("attention_mbu_half")
     if not varied("attention_prefill", rows.prefill):
         names.discard("attention_mfu_half")
     if _timed_both_ways(rows, rows.timer == TIMERS.index("cuda_graph")):
@@ -491,7 +500,13 @@ def informed_parameters(rows: Measurements) -> list[str]:
             names.update(("interconnect_efficiency", "allreduce_overhead_s"))
     decode = rows.kind == KINDS.index("attention_decode")
     prefill = rows.kind == KINDS.index("attention_prefill")
-    informing = {"attention_mbu": decode | steps, "attention_mbu_half": decode | steps,
+    groups = {rows.models[m].num_attention_heads // rows.models[m].num_key_value_heads
+              for m in np.unique(rows.model[decode])}
+    if len(groups) < 2:  # one number with the per-KV-head time
+        names.discard("attention_query_head_overhead_s")
+    informing = {"attention_mbu": decode | steps, "attention_mbu_half": steps,
+                 "attention_kv_head_overhead_s": decode,
+                 "attention_query_head_overhead_s": decode,
                  "attention_overhead_s": decode | prefill,
                  "prefill_attention_overhead_s": prefill,
                  "attention_mfu": prefill | steps & (rows.prefill > 0),

@@ -13,7 +13,15 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   sequence reads as if it held `attention_mbu_half` more keys, so at context S the
   bandwidth efficiency is `attention_mbu * S / (S + attention_mbu_half)`; likewise they
   reach `attention_mfu` of peak only when each query attends many keys: every query
-  costs as if it attended `attention_mfu_half` more;
+  costs as if it attended `attention_mfu_half` more; and each decode sequence pays, per
+  layer, `attention_kv_head_overhead_s` per KV head and `attention_query_head_overhead_s`
+  per query head on the GPU (seconds on the memory side, not bytes: the kernel's work per
+  sequence and head). TensorRT-LLM's decode attention (aiconfigurator) at 15 cached
+  tokens, where the KV read is small, costs per sequence the same on H100 and H200
+  (bandwidths 1 : 1.43) and grows with the heads, not the KV bytes: 0.36 us for 32/32
+  query/KV heads, 0.29 us for 32/8, 0.15 us for 32/4 with a bf16 cache (11, 36 and 37 ns
+  per KV head), 11-13 ns per KV head with an fp8 one; as `attention_mbu_half` keys (a
+  cost in bytes) a held-out H100 inherited H200's in bytes, +21-25 % too slow;
 - an isolated kernel (one row of a kernel benchmark) pays a fixed time: a GEMM or a copy
   `kernel_overhead_s` (ramp-up, tail, and the launch as a CUDA-graph replay pays it), an
   attention op `attention_overhead_s` (its kernels and the QKV preparation benchmarks
@@ -37,8 +45,7 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   (`sweep simulate`, `sweep replay`) add it to each TTFT and E2E, and in a closed loop a
   client's next request reaches the engine that long after its previous one finished.
 
-Per KV-cache format: the attention parameters (`attention_mfu`, `attention_mfu_half`,
-`attention_mbu`, `attention_mbu_half`, `attention_overhead_s`) may be given in the same
+Per KV-cache format: the attention parameters (`ATTENTION_PARAMETERS`) may be given in the same
 tables, which attention selects by its KV cache's width (`KV_TABLES`): an 8-bit cache is
 a different kernel (it dequantises K and V as it reads them). TensorRT-LLM's attention
 (aiconfigurator, H100 and H200) says so: with an fp8 cache decode attention reaches
@@ -109,6 +116,10 @@ PARAMETERS: dict[str, tuple[str, str, str]] = {
     "attention_mbu": ("fraction", "", "attention: fraction of bandwidth at long context"),
     "attention_mbu_half": ("amount", "tokens",
                            "context at which attention reaches half of attention_mbu"),
+    "attention_kv_head_overhead_s": ("amount", "s",
+                                     "decode attention: time per sequence, KV head and layer"),
+    "attention_query_head_overhead_s": ("amount", "s", "decode attention: time per sequence, "
+                                        "query head and layer"),
     "interconnect_efficiency": ("fraction", "",
                                 "all-reduce: fraction of the interconnect bandwidth"),
     "allreduce_overhead_s": ("amount", "s", "fixed time of one all-reduce"),
@@ -122,7 +133,8 @@ GEMM_PARAMETERS = ("gemm_mfu", "gemm_mbu", "gemm_m_half", "kernel_overhead_s",
 # the KV cache's element width: 2 bytes bf16, 1 byte fp8, under 1 fp4; wider: the base)
 ATTENTION_PARAMETERS = ("attention_mfu", "attention_mfu_half", "attention_mbu",
                         "attention_mbu_half", "attention_overhead_s",
-                        "prefill_attention_overhead_s")
+                        "prefill_attention_overhead_s", "attention_kv_head_overhead_s",
+                        "attention_query_head_overhead_s")
 TABLE_PARAMETERS = GEMM_PARAMETERS + ATTENTION_PARAMETERS
 # the compute dtypes with tables, and the formats each covers (the others, fp32 and
 # tf32, use the base values); only 8- and 4-bit GEMMs quantise their activations
@@ -158,6 +170,8 @@ class DtypeEfficiency:
     attention_mbu_half: float | None = None
     attention_overhead_s: float | None = None
     prefill_attention_overhead_s: float | None = None
+    attention_kv_head_overhead_s: float | None = None
+    attention_query_head_overhead_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in TABLE_PARAMETERS:
@@ -189,6 +203,8 @@ class Efficiency:
     attention_mfu_half: float = 0.0
     attention_mbu: float = 1.0
     attention_mbu_half: float = 0.0
+    attention_kv_head_overhead_s: float = 0.0
+    attention_query_head_overhead_s: float = 0.0
     interconnect_efficiency: float = 1.0
     allreduce_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
@@ -367,16 +383,21 @@ def gemm_times(flops, nbytes, gemm_params, compute_rate, memory_rate, efficiency
 
 
 def attention_times(flops, nbytes, queries, sequences, flops_per_key, bytes_per_key,
-                    compute_rate, memory_rate, efficiency: Efficiency):
+                    compute_rate, memory_rate, efficiency: Efficiency,
+                    kv_head_sequences=0.0, query_head_sequences=0.0):
     """(compute, memory) seconds of attention: `queries` query tokens in `sequences`
     sequences; a query attending one more key costs `flops_per_key`, a sequence reading
-    one more key costs `bytes_per_key` (both summed over the layers counted)."""
+    one more key costs `bytes_per_key` (both summed over the layers counted). Decode
+    sequences times the KV heads (and the query heads) of each layer they run through
+    pay the per-head fixed times, on the memory side (where a decode kernel's time is)."""
     flops = (np.asarray(flops, dtype=np.float64)
              + queries * flops_per_key * efficiency.attention_mfu_half)
     nbytes = (np.asarray(nbytes, dtype=np.float64)
               + sequences * bytes_per_key * efficiency.attention_mbu_half)
     compute = flops / (efficiency.attention_mfu * compute_rate)
-    memory = nbytes / (efficiency.attention_mbu * memory_rate)
+    memory = (nbytes / (efficiency.attention_mbu * memory_rate)
+              + kv_head_sequences * efficiency.attention_kv_head_overhead_s
+              + query_head_sequences * efficiency.attention_query_head_overhead_s)
     return compute, memory
 
 

@@ -52,7 +52,7 @@ def _static_batches(costs: StepCosts, inputs: np.ndarray, outputs: np.ndarray,
     per_batch = [[np.bincount(batch_of, part, sizes.size) for part in parts]
                  for parts in (chunk_flops, chunk_bytes)]
     prompts = np.bincount(batch_of, inputs, sizes.size)
-    durations[offsets[:-1]] = costs.times(*per_batch, prompts, sizes)
+    durations[offsets[:-1]] = costs.times(*per_batch, prompts, sizes, 0)  # no decodes
     records = {
         "duration_s": durations,
         "decode_tokens": active,

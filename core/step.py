@@ -56,7 +56,9 @@ The profile's efficiency model (`core.efficiency`; the defaults change nothing) 
 applies per part: GEMMs reach gemm_mfu of the compute rate and pay the FLOPs of
 gemm_m_half more tokens, and gemm_mbu of the bandwidth; attention reaches attention_mfu
 and attention_mbu, each query attending attention_mfu_half more keys and each sequence
-reading attention_mbu_half more; the link reaches interconnect_efficiency and each collective pays
+reading attention_mbu_half more and each decode sequence paying per layer
+attention_kv_head_overhead_s per KV head and attention_query_head_overhead_s per query
+head on the GPU; the link reaches interconnect_efficiency and each collective pays
 allreduce_overhead_s. A step with any token adds step_overhead_s + layers *
 layer_overhead_s (`overhead_s`; a draft's k steps pay their own). The reported FLOPs and
 bytes stay the real ones; only the times see the padding.
@@ -263,7 +265,7 @@ class _Shape:
         FLOPs divided by the part's compute fraction and bytes by its bandwidth fraction,
         after adding the work only time pays (GEMMs: the FLOPs of gemm_m_half more tokens;
         attention: attention_mfu_half more keys per query, attention_mbu_half more per
-        sequence); link bytes divided by interconnect_efficiency, plus allreduce_overhead_s
+        sequence, and each decode sequence its per-head fixed times); link bytes divided by interconnect_efficiency, plus allreduce_overhead_s
         per collective as bytes at the link rate. The reported FLOPs and bytes stay the
         real ones. Keeps the padding and fractions per part for `part_timing`."""
         model = inputs.model
@@ -281,6 +283,21 @@ class _Shape:
                 flops_per_sequence=self.per_query(key_flops),
                 bytes_fixed=None if decode_only else key_bytes * (inputs.prefill > 0),
                 bytes_per_sequence=key_bytes)}
+        # a decode sequence's fixed time per KV head and query head of each layer (the
+        # kernel's work per head, in seconds: not scaled by the bandwidth), as bytes at
+        # the attention's memory rate, which its efficiency then divides back out
+        self.decode_padding = {}
+        if not (is_scalar(efficiency.attention_kv_head_overhead_s, 0)
+                and is_scalar(efficiency.attention_query_head_overhead_s, 0)):
+            kv_units = (inputs.kv_heads if is_scalar(model.kv_latent, 0)
+                        else where(model.kv_latent > 0, 1.0, inputs.kv_heads))
+            layers = (model.layers if self.layout is None or not self.layout.pipelined
+                      else model.layers / self.layout.pp)
+            head_time = layers * (
+                self.kv_per_gpu(kv_units) * efficiency.attention_kv_head_overhead_s
+                + self.per_gpu(model.heads) * efficiency.attention_query_head_overhead_s)
+            self.decode_padding["attention"] = (head_time * efficiency.attention_mbu
+                                                * inputs.mbu * inputs.bandwidth)
         if self.split and efficiency.allreduce_overhead_s > 0:
             # two all-reduces per layer and the logits' all-gather, each a fixed time:
             # as bytes at the link rate, which the efficiency then divides back out
@@ -294,7 +311,11 @@ class _Shape:
             compute, memory = ((1.0, efficiency.interconnect_efficiency) if name in LINK_PARTS
                                else part_efficiencies(name, efficiency))
             self.fractions[name] = (compute, memory)
-            timed[name] = scaled(part, padding.get(name), compute, memory)
+            extra = padding.get(name)
+            if name in self.decode_padding:
+                extra = replace(extra, bytes_per_sequence=plus(extra.bytes_per_sequence,
+                                                               self.decode_padding[name]))
+            timed[name] = scaled(part, extra, compute, memory)
         return timed
 
     def _parts(self, inputs: StepInputs, assumptions: Assumptions, *, full_layers,
@@ -406,8 +427,9 @@ def _step_time(costs, times, assumptions, compute_rate, memory_rate):
 class PartTiming:
     """How the efficiency model times one part, for code that adds parts up itself (the
     simulator): time = max((F + flops_per_step + flops_per_query * T) / compute,
-    (B + bytes_per_sequence * sequences + bytes_per_step) / memory), with T the step's
-    tokens; link parts divide their bytes by `memory` at the link rate."""
+    (B + bytes_per_sequence * sequences + bytes_per_decode * decodes + bytes_per_step)
+    / memory), with T the step's tokens, sequences its decodes and prompt chunks; link
+    parts divide their bytes by `memory` at the link rate."""
 
     compute: float
     memory: float
@@ -415,6 +437,7 @@ class PartTiming:
     flops_per_query: float
     bytes_per_sequence: float
     bytes_per_step: float
+    bytes_per_decode: float = 0.0
 
 
 def part_timing(inputs: StepInputs, assumptions: Assumptions
@@ -439,7 +462,8 @@ def part_timing(inputs: StepInputs, assumptions: Assumptions
             flops_per_step=number(padding.flops_fixed),
             flops_per_query=number(padding.flops_per_sequence),
             bytes_per_sequence=number(padding.bytes_per_sequence),
-            bytes_per_step=number(padding.bytes_fixed))
+            bytes_per_step=number(padding.bytes_fixed),
+            bytes_per_decode=number(shape.decode_padding.get(name)))
     return timing, number(shape.fixed_time)
 
 

@@ -265,7 +265,8 @@ class StepCosts:
                 t = timing[i]
                 sequences = batch + len(chunks)
                 flops = (flops + t.flops_per_step + t.flops_per_query * tokens) / t.compute
-                nbytes = (nbytes + t.bytes_per_sequence * sequences + t.bytes_per_step) / t.memory
+                nbytes = (nbytes + t.bytes_per_sequence * sequences + t.bytes_per_decode * batch
+                          + t.bytes_per_step) / t.memory
             if on_link:
                 part_time = nbytes / link if nbytes > 0 else 0.0
                 if part_time > link_time:
@@ -356,15 +357,17 @@ class StepCosts:
                     totals[i] = totals[i] + summed
             np.add.at(tokens, chunk_step, chunk_tokens)
             np.add.at(sequences, chunk_step, 1)
-        return self.times(flops, nbytes, tokens, sequences)
+        return self.times(flops, nbytes, tokens, sequences, batch)
 
     def times(self, flops: list[np.ndarray], nbytes: list[np.ndarray],
-              tokens: np.ndarray, sequences: np.ndarray | None = None) -> np.ndarray:
+              tokens: np.ndarray, sequences: np.ndarray | None = None,
+              decodes: np.ndarray | None = None) -> np.ndarray:
         """Step times from per-part FLOPs and bytes arrays and each step's total tokens
-        (which set the weight bytes) and sequences (decodes plus prompts; None: as many
-        as tokens, a decode step)."""
+        (which set the weight bytes), sequences (decodes plus prompts; None: as many as
+        tokens, a decode step) and decodes (None: every sequence)."""
         tokens = np.asarray(tokens, dtype=np.int64)
         sequences = tokens if sequences is None else np.asarray(sequences)
+        decodes = sequences if decodes is None else np.asarray(decodes)
         nbytes = list(nbytes)
         if tokens.ndim == 0:  # one count for every step (a decode stretch)
             nbytes[self.gemm] = self.weight_bytes(int(tokens))
@@ -375,7 +378,8 @@ class StepCosts:
         if self.timing is not None:
             flops = [(f + t.flops_per_step + t.flops_per_query * tokens) / t.compute
                      for f, t in zip(flops, self.timing, strict=True)]
-            nbytes = [(b + t.bytes_per_sequence * sequences + t.bytes_per_step) / t.memory
+            nbytes = [(b + t.bytes_per_sequence * sequences + t.bytes_per_decode * decodes
+                       + t.bytes_per_step) / t.memory
                       for b, t in zip(nbytes, self.timing, strict=True)]
         if tokens.ndim == 0 and tokens > 0:
             return self._roofline_times(flops, nbytes) + self.fixed_s

@@ -191,7 +191,8 @@ class Server:
             tokens += math.fsum(counts * sizes)
             sequences += float(counts.sum())  # a calibrated profile's per-sequence costs
         parts = [np.atleast_1d(f) for f in flops], [np.atleast_1d(b) for b in nbytes]
-        return float(costs.times(*parts, np.array([round(tokens)]), np.array([sequences]))[0])
+        return float(costs.times(*parts, np.array([round(tokens)]), np.array([sequences]),
+                                 np.array([decodes]))[0])
 
     def saturated(self, batch: int, budget: float) -> tuple[float, float]:
         """(requests/s, mean step time) with every request waiting (closed arrivals): a

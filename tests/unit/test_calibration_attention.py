@@ -20,10 +20,12 @@ from rooftui.core.tables import GPUTable, dtype_code, gather_step_inputs
 from rooftui.sweeps.measured import to_measurements
 
 H100 = load_gpu("h100-sxm")
-TRUE = Efficiency(attention_mbu=0.85, attention_mbu_half=90.0, attention_mfu=0.58,
+TRUE = Efficiency(attention_mbu=0.85, attention_kv_head_overhead_s=2e-8,
+                  attention_query_head_overhead_s=4e-9, attention_mfu=0.58,
                   attention_mfu_half=760.0, attention_overhead_s=9e-6,
                   prefill_attention_overhead_s=7e-6).with_values({
-    "fp8.attention_mbu": 0.7, "fp8.attention_mbu_half": 60.0, "fp8.attention_mfu": 0.42,
+    "fp8.attention_mbu": 0.7, "fp8.attention_kv_head_overhead_s": 1e-8,
+    "fp8.attention_query_head_overhead_s": 1e-9, "fp8.attention_mfu": 0.42,
     "fp8.attention_mfu_half": 1000.0, "fp8.attention_overhead_s": 7e-6,
     "fp8.prefill_attention_overhead_s": 1.2e-5})
 
@@ -54,13 +56,17 @@ def synthetic(kv_dtypes=("bf16", "fp8")):
 
 
 def test_an_8_bit_cache_informs_its_own_attention_parameters():
+    # decode kernels inform their per-head fixed times, not attention_mbu_half (the same
+    # cost per sequence on one GPU: the form in seconds is the one that carries over)
     assert informed_parameters(synthetic(("bf16",))) == [
         "attention_overhead_s", "prefill_attention_overhead_s", "attention_mfu",
-        "attention_mfu_half", "attention_mbu", "attention_mbu_half"]
+        "attention_mfu_half", "attention_mbu", "attention_kv_head_overhead_s",
+        "attention_query_head_overhead_s"]
     assert informed_parameters(synthetic(("fp8",))) == [
         f"fp8.{name}" for name in ("attention_mfu", "attention_mfu_half", "attention_mbu",
-                                   "attention_mbu_half", "attention_overhead_s",
-                                   "prefill_attention_overhead_s")]
+                                   "attention_overhead_s", "prefill_attention_overhead_s",
+                                   "attention_kv_head_overhead_s",
+                                   "attention_query_head_overhead_s")]
 
 
 def test_fit_recovers_each_kv_formats_attention_parameters():
@@ -131,6 +137,8 @@ def test_a_kv_formats_own_values_never_make_attention_faster_than_ideal(mbu, hal
     efficiency = Efficiency().with_values({
         "fp8.attention_mbu": mbu, "fp8.attention_mbu_half": half,
         "fp8.attention_overhead_s": overhead, "fp4.attention_mfu": mbu,
+        "fp8.attention_kv_head_overhead_s": overhead / 100,
+        "fp4.attention_query_head_overhead_s": overhead / 100,
         "fp4.prefill_attention_overhead_s": overhead})
     rows = to_measurements([dict(row, kv_dtype=kv) for row in attention_rows(("bf16",))])
     costs = row_costs(rows, H100, Assumptions())

@@ -260,7 +260,9 @@ def test_the_simulator_times_steps_as_the_step_model_does(model, overlap):
 
     efficiency = Efficiency(step_overhead_s=0.01, layer_overhead_s=2e-5, gemm_mfu=0.7,
                             gemm_mbu=0.8, gemm_m_half=64, attention_mfu=0.5,
-                            attention_mfu_half=300, attention_mbu=0.6, attention_mbu_half=200)
+                            attention_mfu_half=300, attention_mbu=0.6, attention_mbu_half=200,
+                            attention_kv_head_overhead_s=2e-8,
+                            attention_query_head_overhead_s=4e-9)
     assumptions = Assumptions(overlap=overlap, efficiency=efficiency)
     config = PointConfig(gpu=H100, model=load_model(model), assumptions=assumptions)
     costs = StepCosts(config.step_inputs(), assumptions, max_batch=64)
