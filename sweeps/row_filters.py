@@ -226,9 +226,17 @@ class FirstDistinct:
         return pl.struct(list(self.group)).is_first_distinct()
 
     def mask(self, rows: Rows) -> np.ndarray:
-        key, size = np.zeros(rows.length, np.int64), 1
-        for name in self.group:  # one number per combination so far
+        # a combination's first row differs from the row before it: only the rows where
+        # a column changes (a grid's axes change slowly along its points) are sorted
+        changed = np.zeros(rows.length, bool)
+        changed[:1] = True
+        for name in self.group:
             column = rows.columns[name]
+            changed[1:] |= column[1:] != column[:-1]  # NaN after NaN too: sorted below
+        where = np.flatnonzero(changed)
+        key, size = np.zeros(len(where), np.int64), 1
+        for name in self.group:  # one number per combination so far
+            column = rows.columns[name][where]
             if name in rows.dictionaries:  # names: their codes already are
                 codes, count = column.astype(np.int64), len(rows.dictionaries[name])
             else:
@@ -238,7 +246,7 @@ class FirstDistinct:
                 size, key = len(np.unique(key)), np.unique(key, return_inverse=True)[1]
             key, size = key * count + codes, size * count
         kept = np.zeros(rows.length, bool)
-        kept[np.unique(key, return_index=True)[1]] = True
+        kept[where[np.unique(key, return_index=True)[1]]] = True
         return kept
 
 
