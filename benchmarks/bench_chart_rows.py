@@ -5,8 +5,11 @@ On a result folder (`--results DIR`, else `sweep run specs/grid.toml --no-charts
 temporary one), each in a fresh process with altair imported first (the run imports it
 while the shards are computed): the CPU seconds of building every spec of the folder's
 `[charts]` (chart, spec, text) from the folder, as `sweep chart` does, and of cutting
-every shard (`chart_rows`, planning included) then building them from the cut rows, as
-`sweep run` does. `--before-tree DIR` (a `git worktree add` of an older commit) adds the
+every shard's file (`chart_rows`, planning included: what `sweep run` does for a shard
+whose rows did not come back) then building them from the cut rows, and of keeping each
+shard's rows from its columns as a worker does (`ShardRows`: its numpy mask, the columns
+computed again first and not counted), turning them into one frame in the parent and
+building from it. `--before-tree DIR` (a `git worktree add` of an older commit) adds the
 folder build from there, alternately, `--repeats` times.
 
     python benchmarks/bench_chart_rows.py --before-tree /tmp/old --repeats 3
@@ -43,7 +46,30 @@ def build(frame):
         chart_files.spec_text(spec, frames)
 
 began = time.process_time()
-if sys.argv[2] == "rows":
+if sys.argv[2] == "worker":
+    import polars as pl
+    from rooftui.sweeps.chart_rows import ShardRows, plan_cut, rows_frame
+    from rooftui.sweeps.grid import parse_grid
+    from rooftui.sweeps.kinds import evaluator_for
+    sweep = evaluator_for(parse_grid(manifest["spec_text"], Path(manifest["spec_path"])))
+    cut, kept, pieces = plan_cut(out), 0.0, []
+    for index in range(manifest["shards"]):
+        start = index * manifest["shard_size"]
+        groups = [c for c, _ in sweep.row_groups(
+            start, min(start + manifest["shard_size"], manifest["points"]))]
+        began = time.process_time()
+        shard = ShardRows(cut, sweep.dictionaries)
+        for columns in groups:
+            shard.add(columns)
+        pieces.append(shard.rows())
+        kept += time.process_time() - began
+    began = time.process_time()
+    frame = pl.concat([rows_frame(piece, cut, sweep.dictionaries) for piece in pieces])
+    framed = time.process_time()
+    build(frame)
+    print(f"keep in the workers {kept:.2f} CPU-s, frames {framed - began:.2f}, "
+          f"build from the rows {time.process_time() - framed:.2f}")
+elif sys.argv[2] == "rows":
     from rooftui.sweeps.chart_rows import RowCollector
     rows = RowCollector(out, None, lambda i: out / "points" / f"shard-{i:06d}.parquet"
                         ).gather(manifest["shards"])
@@ -90,6 +116,7 @@ def main() -> None:
                 print(f"  {repeat}: before: {measure(out, 'folder', before)}")
             print(f"  {repeat}: now:    {measure(out, 'folder')}")
             print(f"  {repeat}: now:    {measure(out, 'rows')}")
+            print(f"  {repeat}: now:    {measure(out, 'worker')}")
     print(f"machine after: {describe_machine()}")
 
 
