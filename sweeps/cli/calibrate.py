@@ -49,7 +49,9 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
     (nvfp4 at the fp4 peak), routed experts in their dtype (gpt-oss: mxfp4). fp8 and fp4
     GEMM rows fit their own parameters (fp8.gemm_mfu, ...; bf16 rows the base ones),
     attention rows with an 8-bit (4-bit) KV cache the fp8 (fp4) table's attention
-    parameters. A kernel's fixed time follows how it was timed (the CSV's cuda_graphs
+    parameters; decode attention rows fit a sequence's fixed time per KV head and per
+    query head (attention_kv_head_overhead_s, attention_query_head_overhead_s), step
+    rows attention_mbu_half. A kernel's fixed time follows how it was timed (the CSV's cuda_graphs
     and timer columns): a CUDA-graph replay pays kernel_overhead_s, an eager launch
     launch_overhead_s more, a host-clock timing host_timer_overhead_s on top; each is
     fitted only where rows of both kinds are given. End-to-end rows (e2e_ttft, e2e_tpot, e2e_itl) are left out: they are fitted by

@@ -111,3 +111,14 @@ def test_a_fits_prediction_of_a_step_row_is_the_step_models():
         want = step(efficiency, model="llama-2-7b", batch=batch, context=1000,
                     tp=tp)["step_time_s"]
         assert predicted[i] == pytest.approx(want, rel=1e-9)
+
+
+def test_explains_split_names_a_part_for_every_parameter_a_kernel_or_step_fit_moves():
+    """`sweep validate --explain` switches parameters by part: one left out of every part
+    would have its error counted as the model's shape."""
+    from rooftui.core.calibration import FIT_PARAMETERS
+    from rooftui.sweeps.validation import PARTS
+
+    named = {name for names in PARTS.values() for name in names}
+    replayed = {"request_overhead_s"}  # fitted by replay, not by a kernel or step fit
+    assert {n.rpartition(".")[2] for n in FIT_PARAMETERS} - named == replayed
