@@ -125,6 +125,11 @@ class Compare:
         return column == value if self.equal else column != value
 
     def mask(self, rows: Rows) -> np.ndarray:
+        if self not in rows.tested:  # the charts share most of their tests
+            rows.tested[self] = self._mask(rows)
+        return rows.tested[self]
+
+    def _mask(self, rows: Rows) -> np.ndarray:
         if isinstance(self.value, Within):
             raise ValueError("a window over the rows has no per-row mask")
         if not isinstance(self.value, Own):
@@ -208,8 +213,11 @@ class Count(_Parts):
             (total >= self.low) & (total <= self.high))
 
     def mask(self, rows: Rows) -> np.ndarray:
-        total = sum(part.mask(rows).astype(np.int32) for part in self.parts)
-        return (total >= self.low) & (total <= self.high)
+        total = np.zeros(rows.length, np.uint16)  # a count of a chart's menus: two bytes a row
+        for part in self.parts:
+            total += part.mask(rows)
+        return total == self.low if self.low == self.high else (
+            (total >= self.low) & (total <= self.high))
 
 
 @dataclass(frozen=True)
