@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rooftui.core.errors import SpecError
+from rooftui.sweeps.chart_rows import ShardRows
 from rooftui.sweeps.evaluate import EVALUATION_POINTS, Sweep
 from rooftui.sweeps.grid import MODEL_VERSION, Grid, parse_grid
 from rooftui.sweeps.kinds import evaluator_for, shard_bounds
@@ -324,11 +325,7 @@ def compute_shard(task: ShardTask, sweep: Sweep | None = None,
     written here). numpy and pyarrow only: polars deadlocks in a forked child."""
     sweep = sweep or _sweep_from(task.spec_text, task.spec_path)
     layout = Layout(sweep.grid.size, task.shard_size)
-    kept = None
-    if task.cut is not None:
-        from rooftui.sweeps.chart_rows import ShardRows
-
-        kept = ShardRows(task.cut, sweep.dictionaries)
+    kept = ShardRows(task.cut, sweep.dictionaries) if task.cut is not None else None
     word = claim_and_write(sweep, Path(task.out_dir), layout, task.index, task.environment,
                            wait=task.wait, keep_complete=task.keep_complete,
                            on_points=on_points, on_columns=kept and kept.add)
@@ -339,7 +336,6 @@ def _run_inline(sweep, layout, tasks, progress, rows) -> dict[int, str]:
     done = {}
     if rows is not None:  # the writer's imports here, then polars in the rows' thread
         import pyarrow.parquet  # noqa: F401
-
         rows.start()
     for task in tasks:
         index, done[task.index], kept = compute_shard(task, sweep, progress.advance)
