@@ -8,9 +8,9 @@ while the shards are computed): the CPU seconds of building every spec of the fo
 every shard's file (`chart_rows`, planning included: what `sweep run` does for a shard
 whose rows did not come back) then building them from the cut rows, and of keeping each
 shard's rows from its columns as a worker does (`ShardRows`: its numpy mask, the columns
-computed again first and not counted), turning them into one frame in the parent and
-building from it. `--before-tree DIR` (a `git worktree add` of an older commit) adds the
-folder build from there, alternately, `--repeats` times.
+computed again first and not counted), turning them into one frame in the parent (as
+`RowCollector.gather` does) and building from it. `--before-tree DIR` (a `git worktree
+add` of an older commit) adds the folder build from there, alternately, `--repeats` times.
 
     python benchmarks/bench_chart_rows.py --before-tree /tmp/old --repeats 3
 """
@@ -47,7 +47,8 @@ def build(frame):
 
 began = time.process_time()
 if sys.argv[2] == "worker":
-    import polars as pl
+    import numpy as np
+    import polars  # noqa: F401  (imported by the run while its shards are computed)
     from rooftui.sweeps.chart_rows import ShardRows, plan_cut, rows_frame
     from rooftui.sweeps.grid import parse_grid
     from rooftui.sweeps.kinds import evaluator_for
@@ -64,7 +65,8 @@ if sys.argv[2] == "worker":
         pieces.append(shard.rows())
         kept += time.process_time() - began
     began = time.process_time()
-    frame = pl.concat([rows_frame(piece, cut, sweep.dictionaries) for piece in pieces])
+    frame = rows_frame({name: np.concatenate([piece[name] for piece in pieces])
+                        for name in pieces[0]}, cut, sweep.dictionaries)  # as gathered
     framed = time.process_time()
     build(frame)
     print(f"keep in the workers {kept:.2f} CPU-s, frames {framed - began:.2f}, "
