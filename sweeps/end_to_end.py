@@ -57,7 +57,9 @@ move with the step times, so the slopes are local: the fit replays at its result
 fits again until it settles (`Replay.exact` replays, in-step without a front end or
 static batches, settle at once). Every figure reported comes from a replay at the fitted
 values, not from the affine surrogate; leave-one-group-out re-linearises each fold on
-its training groups only.
+its training groups only. `sweep replay --measured-dir --fit` also chooses TensorRT-LLM's
+compute share (its kernel profile's compute rate in serving) per fold, from a grid
+(`EngineDefaults.compute_shares`, sweeps/compute_share.py).
 
 Published end-to-end data (`measured_runs`):
 - `aiconfigurator-silicon-e2e-dense-h100-h200.csv`: 778 runs of TRT-LLM, vLLM and SGLang
@@ -125,6 +127,12 @@ SILICON_FILE = "aiconfigurator-silicon-e2e-dense-h100-h200.csv"
 SPLITWISE_FILE = "splitwise-perf-model-a100-h100.csv"
 
 
+# the shares of a kernel profile's compute rate an engine's fit may choose from
+# (sweeps/compute_share.py): 1 is the kernel data's; half of it is below any the silicon
+# runs chose (0.65-0.8 for TensorRT-LLM)
+COMPUTE_SHARES = (1.0, 0.8, 0.65, 0.5)
+
+
 @dataclass(frozen=True)
 class EngineDefaults:
     """How an engine schedules by default: the simulator's settings for it."""
@@ -137,6 +145,8 @@ class EngineDefaults:
     why: str
     clients_in_step: bool = False  # a closed loop's waves stay together (module doc)
     kernel_profile: str = "h100-trtllm"  # the kernels its runs are priced with (module doc)
+    # the shares of that profile's compute rate its fit may choose (sweeps/compute_share.py)
+    compute_shares: tuple[float, ...] = (1.0,)
 
 
 ENGINES = {
@@ -159,14 +169,19 @@ ENGINES = {
                              "8192, free_gpu_memory_fraction 0.9, GUARANTEED_NO_EVICT "
                              "(whole sequences reserved), whole prompts in flight with the "
                              "decodes (chunked prefill off by default)",
-                             kernel_profile="h100-trtllm-fp8"),
+                             kernel_profile="h100-trtllm-fp8",
+                             compute_shares=COMPUTE_SHARES),
 }
 DEFAULT_ENGINE = "vllm"  # an engine not named, or not listed
 
 
+def engine_defaults(engine: str | None) -> EngineDefaults:
+    return ENGINES.get(engine or DEFAULT_ENGINE, ENGINES[DEFAULT_ENGINE])
+
+
 def kernel_profile(engine: str | None) -> str:
     """The kernel profile an engine's runs are replayed on by default (module doc)."""
-    return ENGINES.get(engine or DEFAULT_ENGINE, ENGINES[DEFAULT_ENGINE]).kernel_profile
+    return engine_defaults(engine).kernel_profile
 
 
 @functools.cache
@@ -188,7 +203,7 @@ class Target:
 
     @property
     def defaults(self) -> EngineDefaults:
-        return ENGINES.get(self.engine or DEFAULT_ENGINE, ENGINES[DEFAULT_ENGINE])
+        return engine_defaults(self.engine)
 
 
 @dataclass(frozen=True)
@@ -581,10 +596,16 @@ class HeldOut:
     ratios: dict[str, list[np.ndarray]]  # ttft/tpot -> per-group held-out log ratios
 
 
+FoldFit = Callable[[tuple, list[str]], tuple[Assumptions, "OverheadFit"]]
+
+
 def leave_one_group_out(replays: Sequence[Replay], base: Assumptions,
-                        replay: Callable[[Replay, Assumptions], Replay]) -> HeldOut:
+                        replay: Callable[[Replay, Assumptions], Replay],
+                        fit_fold: FoldFit | None = None) -> HeldOut:
     """Fit on every other group of the engine, score the held-out group by replaying it
-    at the fitted overheads (the replays must be one engine's, made at `base`)."""
+    at the fitted overheads (the replays must be one engine's, made at `base`).
+    `fit_fold(held-out key, free overheads)` -> (the profile fitted on, its fit) replaces
+    the overhead fit at `base` (sweeps/compute_share.py also chooses the profile)."""
     keys = sorted({group_key(r) for r in replays})
     if len(keys) < 2:
         raise SpecError(f"leave-one-group-out needs two (engine, GPU, model) groups; "
@@ -593,15 +614,19 @@ def leave_one_group_out(replays: Sequence[Replay], base: Assumptions,
     groups, ratios = {}, {"ttft": [], "tpot": []}
     for key in keys:
         training = [r for r in replays if group_key(r) != key]
-        # re-linearised once on the training groups (LOGO_ROUNDS), never on the held-out one
-        fit = fit_overheads(training, base, free=[n for n in free
-                                                 if n in free_overheads(training)],
-                            replay=replay, rounds=LOGO_ROUNDS, final_replay=False)
-        held = [replay(r, with_overheads(base, fit.overheads))
+        free_here = [n for n in free if n in free_overheads(training)]
+        if fit_fold is None:
+            # re-linearised once on the training groups (LOGO_ROUNDS), never on the held-out
+            at, fit = base, fit_overheads(training, base, free=free_here, replay=replay,
+                                          rounds=LOGO_ROUNDS, final_replay=False)
+        else:
+            at, fit = fit_fold(key, free_here)
+        held = [replay(r, with_overheads(at, fit.overheads))
                 for r in replays if group_key(r) == key]
         for kind in ratios:
             ratios[kind].append(log_ratios(held, kind))
         groups[key] = {"runs": len(held), "overheads": fit.overheads, "fitted": fit.fitted,
+                       "mfu": at.mfu,
                        "mape_ttft": mape(held, "ttft"), "mape_tpot": mape(held, "tpot"),
                        "bias_tpot": float(np.mean(np.exp(-log_ratios(held, "tpot")) - 1))}
     return HeldOut(keys[0][0], groups, ratios)

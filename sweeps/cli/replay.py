@@ -57,7 +57,9 @@ LEVEL = 0.8
 @click.option("--fit", is_flag=True,
               help="Fit the engine's per-step/per-layer/per-all-reduce overheads and its "
                    "per-request front end (request_overhead_s) on top of --profile. With "
-                   "--measured-dir: leave-one-group-out per engine.")
+                   "--measured-dir: leave-one-group-out per engine; for trtllm also its "
+                   "compute share (the profile's mfu at 1, 0.8, 0.65 or 0.5 of the kernel "
+                   "data's rate: sustained prefills in serving), chosen with them per fold.")
 @click.option("--out", type=click.Path(dir_okay=True), metavar="PATH",
               help="--fit: the profile TOML to write; with --measured-dir a folder, "
                    "receiving <gpu>-<engine>.toml for each GPU and engine with data.")
@@ -158,7 +160,7 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
 
 def _measured(folder, engine, profile, fit, out) -> dict:
     from rooftui.core.assumptions import load_profile
-    from rooftui.sweeps import end_to_end
+    from rooftui.sweeps import compute_share, end_to_end
 
     runs, targets, scheduling, notes = end_to_end.measured_runs(folder, engine)
     engines = sorted({t.engine for t in targets})
@@ -182,8 +184,9 @@ def _measured(folder, engine, profile, fit, out) -> dict:
     report["held_out"], report["profiles"] = [], []
     for engine in engines:
         mine = [r for r in replays if r.target.engine == engine]
-        base = bases[kernels[engine]]
-        held = end_to_end.leave_one_group_out(mine, base, end_to_end.replay_again)
+        shares = compute_share.Shares(mine, bases[kernels[engine]], end_to_end.replay_again,
+                                      end_to_end.engine_defaults(engine).compute_shares)
+        held = shares.leave_one_group_out()
         bounds = {kind: end_to_end.interval_bounds(held.ratios[kind], LEVEL)
                   for kind in ("ttft", "tpot")}
         for index, (key, group) in enumerate(held.groups.items()):
@@ -192,15 +195,17 @@ def _measured(folder, engine, profile, fit, out) -> dict:
             report["held_out"].append({"engine": key[0], "gpu": key[1], "model": key[2],
                                        **group, "overheads": group["overheads"].tolist(),
                                        "interval_coverage": coverage})
-        full = end_to_end.fit_overheads(mine, base, replay=end_to_end.replay_again)
+        chosen = shares.fit()
+        full = chosen.fit
         entry = {"engine": engine, "overheads_s": full.overheads.tolist(),
-                 "fitted": full.fitted, "at_bound": full.at_bound,
+                 "compute_share": chosen.share, "fitted": full.fitted,
+                 "at_bound": full.at_bound,
                  "interval": {kind: list(b) for kind, b in bounds.items()},
                  "groups": len(held.groups)}
         if out and engine in ENGINE_NAMES:
             errors = [g["mape_tpot"] for g in held.groups.values()]
             entry["wrote"] = _write_measured_profiles(
-                Path(out), base, kernels[engine], profile is not None, engine, mine, full,
+                Path(out), chosen, kernels[engine], profile is not None, engine, mine,
                 bounds, len(held.groups), (min(errors), max(errors)))
         report["profiles"].append(entry)
     return report
@@ -209,9 +214,11 @@ def _measured(folder, engine, profile, fit, out) -> dict:
 PROFILE_GPUS = {"h100-sxm": "h100-sxm", "h200": "h200"}  # GPU key -> profile name prefix
 
 
-def _write_measured_profiles(folder, base, profile, given, engine, replays, full, bounds,
+def _write_measured_profiles(folder, chosen, profile, given, engine, replays, bounds,
                              groups, tpot_errors) -> list[str]:
     from rooftui.sweeps import end_to_end
+
+    base, full = chosen.assumptions, chosen.fit
 
     written = []
     dataset = end_to_end.SILICON_FILE
@@ -223,14 +230,17 @@ def _write_measured_profiles(folder, base, profile, given, engine, replays, full
         text = end_to_end.engine_profile_text(
             base, end_to_end.with_overheads(base, full.overheads).efficiency,
             command=command,
-            description=f"{engine} on {gpu}: {profile}'s kernels plus {engine}'s step, layer "
-                        "and all-reduce overheads and its per-request front end, fitted end "
-                        "to end on "
+            description=f"{engine} on {gpu}: {profile}'s kernels"
+                        + (f" at {chosen.share:g} of their compute rate (mfu)"
+                           if chosen.share != 1 else "")
+                        + f", plus {engine}'s step, layer and all-reduce overheads and its "
+                        "per-request front end, fitted end to end on "
                         f"{len(replays)} runs ({', '.join(models)} on this GPU); held-out "
                         f"TPOT MAPE {100 * tpot_errors[0]:.0f}-{100 * tpot_errors[1]:.0f} % "
                         "per (GPU, model) group (docs/end-to-end.md)",
             calibration={"gpu": gpu, "kind": "end_to_end", "engine": engine, "base": profile,
-                         "rows": len(replays), "fitted": full.fitted,
+                         "rows": len(replays), "compute_share": chosen.share,
+                         "fitted": full.fitted,
                          "at_bound": full.at_bound, "dataset": dataset},
             interval={"level": LEVEL, "ratios": bounds,
                       "held_out": f"leave-one-group-out over {groups} (engine, GPU, model) "
@@ -285,7 +295,8 @@ def render(report: dict) -> str:
                   f"{_mape(g['interval_coverage']['tpot']):>8}" for g in report["held_out"]]
         for entry in report["profiles"]:
             step, layer, allreduce, front_end = entry["overheads_s"]
-            lines.append(f"  {entry['engine']}: step {units.seconds(step)}, layer "
+            lines.append(f"  {entry['engine']}: compute at {entry['compute_share']:g} of the "
+                         f"kernel profile's rate, step {units.seconds(step)}, layer "
                          f"{units.seconds(layer)}, all-reduce {units.seconds(allreduce)}, "
                          f"front end {units.seconds(front_end)} a request"
                          + (f" (at bound: {', '.join(entry['at_bound'])})"

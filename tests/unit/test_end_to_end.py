@@ -4,6 +4,7 @@ the simulator itself with known overheads are fitted back to those overheads."""
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 
 import numpy as np
 import pytest
@@ -235,12 +236,17 @@ def test_trtllm_replays_price_its_own_fp8_kernels_and_a_bf16_run_is_unchanged():
 @pytest.mark.parametrize("gpu", ["h100-sxm", "h200"])
 def test_shipped_engine_profiles_are_their_kernel_profile_plus_overheads(engine, gpu):
     """An engine profile written by `sweep replay --fit` keeps every kernel parameter of
-    the kernel profile its engine is replayed on, to the 4 digits it records."""
+    the kernel profile its engine is replayed on (to the 4 digits it records), and its
+    compute rate at the share the fit chose."""
     name = f"{gpu}-{engine}"
     shipped = load_profile(name)
-    text = spec_files.resolve("profiles", name).read_text()
-    assert f'base = "{e2e.kernel_profile(engine)}"' in text
-    kernels = load_profile(e2e.kernel_profile(engine)).efficiency.as_dict()
+    calibration = tomllib.loads(spec_files.resolve("profiles", name).read_text())["calibration"]
+    assert calibration["base"] == e2e.kernel_profile(engine)
+    kernel = load_profile(e2e.kernel_profile(engine))
+    # its compute at the share its fit chose, one its engine allows
+    assert calibration["compute_share"] in e2e.engine_defaults(engine).compute_shares
+    assert shipped.mfu == pytest.approx(kernel.mfu * calibration["compute_share"])
+    kernels = kernel.efficiency.as_dict()
     for parameter, value in kernels.items():
         if parameter not in e2e.OVERHEADS:
             assert shipped.efficiency.value(parameter) == pytest.approx(value, rel=5e-4), (
