@@ -202,10 +202,20 @@ def with_memory_note(pl, data: pl.DataFrame, grid: Mapping[str, Any] | None,
     2", "KV 1.1 TB > 65 GB free") or what it uses when it does. Needs `fits` and the
     byte columns; the GPU's memory comes from the grid's spec (or the shipped one),
     `gpu` naming it when the data has no gpu column."""
-    from rooftui.sweeps.chart_slices import gpu_memory_bytes
-
     if "fits" not in data.columns or "weight_bytes" not in data.columns:
         return data.with_columns(memory=pl.lit(""))
+    # the note is text formatting (~5 µs a row): made once per distinct input, joined back
+    inputs = [c for c in ("gpu", "fits", "weight_bytes", "kv_bytes", "memory_reserve_gb", "tp")
+              if c in data.columns]
+    notes = _memory_notes(pl, data.select(inputs).unique(maintain_order=True), grid, gpu)
+    return data.join(notes, on=inputs, how="left", nulls_equal=True, maintain_order="left")
+
+
+def _memory_notes(pl, data: pl.DataFrame, grid: Mapping[str, Any] | None,
+                  gpu: str | None) -> pl.DataFrame:
+    """`data` (`with_memory_note`'s inputs) with its `memory` column."""
+    from rooftui.sweeps.chart_slices import gpu_memory_bytes
+
     gpus = data["gpu"].unique().to_list() if "gpu" in data.columns else [gpu]
     memory = {g: gpu_memory_bytes(grid, str(g)) for g in gpus if g is not None}
     capacity = (pl.col("gpu").replace_strict(memory, default=None, return_dtype=pl.Float64)
@@ -213,23 +223,27 @@ def with_memory_note(pl, data: pl.DataFrame, grid: Mapping[str, Any] | None,
     reserve = (pl.col("memory_reserve_gb").fill_null(0) * 1e9
                if "memory_reserve_gb" in data.columns else pl.lit(0.0))
     tp = pl.col("tp").fill_null(1) if "tp" in data.columns else pl.lit(1)
-    room = capacity - reserve  # what weights and KV may use on one GPU
     weights, kv = pl.col("weight_bytes"), pl.col("kv_bytes")
+    # each size's text made once (a when/then computes every branch on every row)
+    texts = {"_capacity": capacity, "_room": capacity - reserve,  # what weights + KV may use
+             "_weights_text": byte_text(pl, weights), "_kv_text": byte_text(pl, kv)}
+    data = data.with_columns(**texts).with_columns(_room_text=byte_text(pl, pl.col("_room")))
+    capacity, room = pl.col("_capacity"), pl.col("_room")
     needs = (weights * tp / room).ceil().cast(pl.Int64)
     # 141.1 GB of weights on a 141 GB GPU: one decimal where whole GB would read equal
-    coarse = byte_text(pl, weights) == byte_text(pl, room)
+    coarse = pl.col("_weights_text") == pl.col("_room_text")
     weights_text, room_text = (
         pl.when(coarse).then(pl.format("{} GB", (value / 1e9).round(1)))
-        .otherwise(byte_text(pl, value)) for value in (weights, room))
+        .otherwise(pl.col(text)) for value, text in ((weights, "_weights_text"),
+                                                     (room, "_room_text")))
     note = (pl.when(pl.col("fits")).then(pl.format("fits: weights {} + KV {} of {}",
-                                                   byte_text(pl, weights), byte_text(pl, kv),
-                                                   byte_text(pl, room)))
+                                                   "_weights_text", "_kv_text", "_room_text"))
             .when(capacity.is_null()).then(pl.lit("exceeds GPU memory"))
             .when(weights >= room).then(pl.format("weights {} > {}: needs TP ≥ {}",
                                                   weights_text, room_text, needs))
-            .otherwise(pl.format("KV {} > {} free", byte_text(pl, kv),
+            .otherwise(pl.format("KV {} > {} free", "_kv_text",
                                  byte_text(pl, room - weights))))
-    return data.with_columns(memory=note)
+    return data.with_columns(memory=note).drop(*texts, "_room_text")
 
 
 KV_FIT_COLUMNS = ("kv_sequences", "kv_free_bytes", "sequence_tokens_mean")
