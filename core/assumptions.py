@@ -10,6 +10,9 @@
 - `kv_write`: count writing the step's new K and V to the cache.
 - `memory_reserve_gb`: memory held back from the KV cache (activations, CUDA graphs,
   fragmentation).
+- `collective_library`: whose all-reduce parameters a step's collectives pay (the
+  `[efficiency.nccl]`, `[efficiency.trtllm]` tables); unset: the base values. A profile
+  without that library's table refuses it.
 - `efficiency` (the profile's `[efficiency]` table): overheads and per-kernel efficiencies
   that rise with size, usually fitted by `sweep calibrate` (see `core.efficiency`); they
   multiply mfu and mbu. The defaults are the ideal roofline. A calibrated profile's
@@ -26,10 +29,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
 
 from rooftui.core import limits, spec_files
-from rooftui.core.efficiency import Efficiency, efficiency_from_dict
+from rooftui.core.efficiency import COLLECTIVE_TABLES, Efficiency, efficiency_from_dict
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU, load_gpu
 from rooftui.core.intervals import Interval, interval_from_dict
@@ -47,6 +51,7 @@ class Assumptions:
     activation_traffic: bool = False
     kv_write: bool = True
     memory_reserve_gb: float = 0.0
+    collective_library: str = ""  # "": the base all-reduce parameters
     name: str = "ideal"
     efficiency: Efficiency = field(default_factory=Efficiency)
     interval: Interval | None = None
@@ -62,6 +67,23 @@ class Assumptions:
                 f"attention_flops must be one of {', '.join(ATTENTION_FLOPS)}, "
                 f"got {self.attention_flops!r}"
             )
+        library = self.collective_library
+        if library and library not in COLLECTIVE_TABLES:
+            raise SpecError(f"collective_library must be one of "
+                            f"{', '.join(COLLECTIVE_TABLES)} (or unset), got {library!r}")
+        if library and not self.efficiency.has_collective_table(library):
+            tables = [t for t in COLLECTIVE_TABLES if self.efficiency.has_collective_table(t)]
+            raise SpecError(
+                f"collective_library {library!r}: profile {self.name!r} has no "
+                f"[efficiency.{library}] table of all-reduce parameters ("
+                + (f"it has: {', '.join(tables)}" if tables else "it has none")
+                + "); fit one with `sweep calibrate` on that library's all-reduce rows, "
+                "or leave collective_library unset for the base values")
+
+    @cached_property
+    def step_efficiency(self) -> Efficiency:
+        """The efficiency a step pays: the collective library's all-reduce parameters."""
+        return self.efficiency.for_collective_library(self.collective_library)
 
     def with_overrides(self, **overrides: object) -> Assumptions:
         """Explicit flags win over the profile; None means 'not given'."""
@@ -84,7 +106,7 @@ def assumptions_from_dict(data: dict, where: str, name: str) -> Assumptions:
     for key in ("activation_traffic", "kv_write"):
         if key in data:
             values[key] = spec_files.flag(data, key, where, False)
-    for key in ("overlap", "attention_flops"):
+    for key in ("overlap", "attention_flops", "collective_library"):
         if key in data:
             values[key] = data[key]
     if "efficiency" in data:

@@ -22,6 +22,15 @@ their own dtype (gpt-oss: mxfp4) and priced by their bytes.
 
 Tensor parallelism: a row with `tp` > 1 is one GPU's share, as the step model splits it
 (weights, heads and KV over the tp GPUs; for steps, the all-reduces over the interconnect).
+
+Collective libraries: an all-reduce row of a library with its own table (`library`: NCCL,
+TensorRT-LLM's custom all-reduce) fits and is priced by that table (`nccl.
+interconnect_efficiency`, ...); other rows by the base values, or by the library the
+profile selects (`Assumptions.collective_library`). A fit that moves library tables but
+no base all-reduce value (no row without a library informs one) sets the base values to
+those of the library with the most all-reduce rows, so a profile's steps pay it unless
+they select another, as they paid the one fit of every all-reduce row before there were
+tables.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from rooftui.core.assumptions import Assumptions
 from rooftui.core.dtypes import NATIVE, default_compute_dtype
 from rooftui.core.efficiency import (
     ATTENTION_PARAMETERS,
+    COLLECTIVE_PARAMETERS,
+    COLLECTIVE_TABLES,
     COMPUTE_TABLES,
     GEMM_PARAMETERS,
     KV_TABLES,
@@ -43,6 +54,7 @@ from rooftui.core.efficiency import (
     QUANTISING_TABLES,
     Efficiency,
     attention_times,
+    collective_library_code,
     fixed_step_time,
     gemm_times,
     kv_table_index,
@@ -69,7 +81,7 @@ INFORMS = {
                          "attention_kv_head_overhead_s", "attention_query_head_overhead_s"),
     "attention_prefill": ("attention_mfu", "attention_mfu_half", "attention_overhead_s",
                           "prefill_attention_overhead_s"),
-    "allreduce": ("interconnect_efficiency", "allreduce_overhead_s"),
+    "allreduce": COLLECTIVE_PARAMETERS,  # per library (see `informed_parameters`)
     "copy": ("mbu", "kernel_overhead_s"),
 }
 # "mbu" is the profile's own bandwidth fraction (a plain copy); the rest are `Efficiency`'s,
@@ -77,7 +89,8 @@ INFORMS = {
 FIT_PARAMETERS = ("mbu", *PARAMETERS, *(
     f"{table}.{name}" for table in COMPUTE_TABLES for name in GEMM_PARAMETERS
     if name != "activation_quant_bytes" or table in QUANTISING_TABLES), *(
-    f"{table}.{name}" for table in QUANTISING_TABLES for name in ATTENTION_PARAMETERS))
+    f"{table}.{name}" for table in QUANTISING_TABLES for name in ATTENTION_PARAMETERS), *(
+    f"{table}.{name}" for table in COLLECTIVE_TABLES for name in COLLECTIVE_PARAMETERS))
 # tokens in a step from which its GEMMs (or a prompt's attention) can be compute-bound
 COMPUTE_BOUND_TOKENS = 256
 # the power of the smoothed maximum in a fit's first stage
@@ -91,6 +104,7 @@ TYPICAL = {"step_overhead_s": 1e-3, "layer_overhead_s": 1e-5, "kernel_overhead_s
            "launch_overhead_s": 3e-6,
            "host_timer_overhead_s": 2e-5, "gemm_m_half": 16.0, "attention_mfu_half": 256.0,
            "attention_mbu_half": 64.0, "allreduce_overhead_s": 1e-5,
+           "allreduce_peer_overhead_s": 1e-6,
            "attention_kv_head_overhead_s": 1e-8, "attention_query_head_overhead_s": 3e-9,
            "activation_quant_bytes": 3.0}  # bf16 in, 8 bits and a scale out
 # a fitted value this close to a bound is flagged: within 1 % of a fraction's 1 or 0, or
@@ -111,7 +125,9 @@ class Measurements:
     workload: `isl`, `osl` (tokens per request), `concurrency` (0: not closed-loop),
     `request_rate` (requests/s, 0: not given) and `num_prompts` (None: zeros).
     `timer` says how a row was timed (`TIMERS`; None: zeros, CUDA events around an
-    eager launch, what a kernel benchmark does unless it says otherwise).
+    eager launch, what a kernel benchmark does unless it says otherwise). `library` is an
+    all-reduce row's collective library (`efficiency.collective_library_code`; None:
+    zeros, none: the base values, or the profile's library).
     """
 
     kind: np.ndarray
@@ -140,6 +156,7 @@ class Measurements:
     request_rate: np.ndarray | None = None
     num_prompts: np.ndarray | None = None
     timer: np.ndarray | None = None
+    library: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.compute_dtype is None:
@@ -150,6 +167,8 @@ class Measurements:
         for name in ("isl", "osl", "concurrency", "request_rate", "num_prompts", "timer"):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.zeros(len(self.time_s)))
+        if self.library is None:
+            object.__setattr__(self, "library", np.zeros(len(self.time_s), dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.time_s)
@@ -168,7 +187,8 @@ class Measurements:
                                 self.batch, self.context, self.prefill, self.prefill_context,
                                 self.prompts, self.message_bytes, self.dtype, self.kv_dtype,
                                 self.compute_dtype, self.expert_dtype, self.isl, self.osl,
-                                self.concurrency, self.request_rate, self.num_prompts])
+                                self.concurrency, self.request_rate, self.num_prompts,
+                                self.library])
 
 
 def default_compute_dtypes(kind: np.ndarray, dtype: np.ndarray) -> np.ndarray:
@@ -190,6 +210,7 @@ class RowCosts:
     dataset: np.ndarray
     compute_dtype: np.ndarray  # its code: which dtype's GEMM parameters apply
     kv_bytes: np.ndarray  # the KV cache's bytes per element: which attention table applies
+    library: np.ndarray  # collective library code: which all-reduce table applies
     peak_flops: np.ndarray
     bandwidth: np.ndarray
     interconnect: np.ndarray
@@ -210,6 +231,7 @@ class RowCosts:
     layers: np.ndarray  # counted in the step overheads: 0 for kernel rows
     link_bytes: np.ndarray  # through each GPU's interconnect link
     collectives: np.ndarray  # collective operations, each paying allreduce_overhead_s
+    peers: np.ndarray  # the other GPUs of each collective (tp - 1)
     kernels: np.ndarray  # 1 for an isolated GEMM or copy kernel, else 0
     attention_ops: np.ndarray  # 1 for an isolated attention op, else 0
     prefill_ops: np.ndarray  # 1 for an isolated prefill attention op, else 0
@@ -222,7 +244,8 @@ class RowCosts:
 
 def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCosts:
     """FLOPs and bytes of every row's parts on `gpu`, with the profile's counting flags
-    (attention FLOPs, KV write, activation traffic); its efficiencies are not used.
+    (attention FLOPs, KV write, activation traffic) and collective library (for rows
+    without their own); its efficiencies are not used.
     End-to-end rows are refused: a closed form cannot price a run under load."""
     end_to_end = np.isin(rows.kind, [KINDS.index(k) for k in E2E_KINDS])
     if end_to_end.any():
@@ -236,7 +259,9 @@ def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCost
     cost = {f.name: zeros.copy() for f in fields(RowCosts)}
     kind = np.array(KINDS)[rows.kind]
     cost.update(kind=rows.kind, time_s=rows.time_s, dataset=rows.dataset,
-                compute_dtype=rows.compute_dtype, kv_bytes=DTYPE_BYTES[rows.kv_dtype])
+                compute_dtype=rows.compute_dtype, kv_bytes=DTYPE_BYTES[rows.kv_dtype],
+                library=np.where(rows.library > 0, rows.library,
+                                 collective_library_code(assumptions.collective_library)))
     table = GPUTable.of([gpu])
     cost["peak_flops"] = table.peak_flops[0, rows.compute_dtype]
     cost["bandwidth"] = np.full(count, gpu.bandwidth_bytes_per_s)
@@ -261,6 +286,7 @@ def row_costs(rows: Measurements, gpu: GPU, assumptions: Assumptions) -> RowCost
     cost["copy_bytes"] = np.where(copy, 2.0 * rows.message_bytes, 0.0)  # read and write
     allreduce = kind == "allreduce"
     cost["collectives"] = allreduce.astype(np.float64)
+    cost["peers"] = rows.tp - 1.0
     # a ring all-reduce moves 2 (n - 1) / n of the message through each GPU's link
     cost["link_bytes"] = np.where(allreduce, 2.0 * (rows.tp - 1.0) / rows.tp
                                   * rows.message_bytes, 0.0)
@@ -351,7 +377,8 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
     that starts below the other can still be fitted)."""
     maximum = np.maximum if smoothing is None else (
         lambda a, b: _smooth_maximum(a, b, smoothing))
-    efficiency = efficiency.for_compute_dtypes(costs.compute_dtype, costs.kv_bytes)
+    efficiency = efficiency.for_compute_dtypes(costs.compute_dtype, costs.kv_bytes,
+                                               costs.library)
     compute_rate = mfu * costs.peak_flops
     memory_rate = mbu * costs.bandwidth
     gemm_compute, gemm_memory = gemm_times(costs.gemm_flops, costs.gemm_bytes,
@@ -364,7 +391,7 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
     streams = (costs.activation_bytes + costs.copy_bytes
                + costs.quantised_elements * efficiency.activation_quant_bytes) / memory_rate
     communication = link_time(costs.link_bytes, costs.collectives, costs.interconnect,
-                              efficiency)
+                              efficiency, costs.peers)
     if overlap == "parts":
         body = (maximum(gemm_compute, gemm_memory)
                 + maximum(attention_compute, attention_memory) + streams + communication)
@@ -433,7 +460,7 @@ class Fit:
     at_bound: tuple[str, ...] = ()
 
 
-def informed_parameters(rows: Measurements) -> list[str]:
+def informed_parameters(rows: Measurements, collective_library: str = "") -> list[str]:
     """The parameters these rows can tell apart from the others.
 
     Kernel rows inform their kernel's efficiencies and fixed time; a half-efficiency size
@@ -442,8 +469,8 @@ def informed_parameters(rows: Measurements) -> list[str]:
     compute fraction only when some step is large enough to be compute-bound
     (`COMPUTE_BOUND_TOKENS`), attention_mbu_half only when the decode contexts vary,
     the per-layer overhead only when the models differ in depth (else it is one number
-    with the step overhead), the all-reduce parameters only when the tensor-parallel
-    degrees differ. Decode attention kernels inform their fixed times per sequence and
+    with the step overhead), the all-reduce parameters (of `collective_library`, the
+    profile's: "" the base values) only when the tensor-parallel degrees differ. Decode attention kernels inform their fixed times per sequence and
     head (the query-head one only when the models' query heads per KV head differ)
     rather than `attention_mbu_half`: on one GPU both are a cost per sequence growing
     with the KV heads, but the kernels' is in seconds (H100 and H200 take the same time
@@ -455,6 +482,9 @@ def informed_parameters(rows: Measurements) -> list[str]:
     (`fp8.gemm_mfu`, ...), and fp8/fp4 GEMM kernels their activation quantisation.
     Attention parameters likewise by the KV cache's table (`efficiency.KV_TABLES`): rows
     with a 16-bit cache inform the base values, an 8-bit cache `fp8.attention_mbu`, ...
+    All-reduce rows inform their library's table (`nccl.interconnect_efficiency`, ...;
+    rows without one the base values), its fixed time per peer only when they span two
+    GPU counts or more (else one number with the fixed time).
     End-to-end rows inform nothing here (they are fitted by replay).
 
     `launch_overhead_s` needs isolated ops of one kind and compute table both replayed
@@ -471,8 +501,14 @@ def informed_parameters(rows: Measurements) -> list[str]:
 
     names: set[str] = set()
     for kind in rows.kinds_present():
-        if kind not in ("step", "gemm", *E2E_KINDS):
+        if kind not in ("step", "gemm", "allreduce", *E2E_KINDS):
             names.update(INFORMS[kind])
+    allreduce = rows.kind == KINDS.index("allreduce")
+    for code in np.unique(rows.library[allreduce]):
+        members = allreduce & (rows.library == code)
+        spans = len(np.unique(rows.tp[members])) >= 2
+        names |= _library_names(code, INFORMS["allreduce"] if spans
+                                else INFORMS["allreduce"][:2])
     gemm = rows.kind == KINDS.index("gemm")
     if gemm.any():
         names |= gemm_names((*INFORMS["gemm"], "activation_quant_bytes"), gemm)
@@ -497,7 +533,8 @@ def informed_parameters(rows: Measurements) -> list[str]:
         if len({rows.models[m].num_hidden_layers for m in np.unique(rows.model[steps])}) > 1:
             names.add("layer_overhead_s")
         if len(np.unique(rows.tp[steps])) > 1:  # else one number with the step overhead
-            names.update(("interconnect_efficiency", "allreduce_overhead_s"))
+            names |= _library_names(collective_library_code(collective_library),
+                                    INFORMS["allreduce"][:2])
     decode = rows.kind == KINDS.index("attention_decode")
     prefill = rows.kind == KINDS.index("attention_prefill")
     groups = {rows.models[m].num_attention_heads // rows.models[m].num_key_value_heads
@@ -522,6 +559,26 @@ def informed_parameters(rows: Measurements) -> list[str]:
                       if name == "prefill_attention_overhead_s" else kv_tables(members))
             names |= {f"{table}.{name}" if table else name for table in tables}
     return [name for name in FIT_PARAMETERS if name in names]
+
+
+def _library_names(code: int, names: tuple[str, ...]) -> set[str]:
+    """`names` as the table of collective library `code` holds them (0: the base)."""
+    return {f"{COLLECTIVE_TABLES[code - 1]}.{name}" if code else name for name in names}
+
+
+def _tied_library(costs: RowCosts, free: list[str]) -> str | None:
+    """The library whose values the base all-reduce values take in a fit that moves
+    library tables and no base value: the one with the most all-reduce rows."""
+    if any(name in free for name in COLLECTIVE_PARAMETERS):
+        return None
+    moved = [table for table in COLLECTIVE_TABLES
+             if any(f"{table}.{name}" in free for name in COLLECTIVE_PARAMETERS)]
+    if not moved:
+        return None
+    allreduce = costs.kind == KINDS.index("allreduce")
+    rows = {table: int(np.sum(allreduce & (costs.library == collective_library_code(table))))
+            for table in moved}
+    return max(moved, key=lambda table: rows[table])
 
 
 def _kv_table(code: int) -> str | None:
@@ -600,10 +657,16 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
     start = start or Efficiency()
     fixed = {"mbu": mbu, **{name: start.value(name) for name in FIT_PARAMETERS[1:]}}
 
+    tied = _tied_library(costs, free)
+
     def unpack(vector):
         values = {name: _decode(name, x) for name, x in zip(free, vector, strict=True)}
         profile_mbu = values.pop("mbu", mbu)
-        return start.with_values(values), profile_mbu
+        efficiency = start.with_values(values)
+        if tied:
+            efficiency = efficiency.with_values({
+                name: efficiency.value(f"{tied}.{name}") for name in COLLECTIVE_PARAMETERS})
+        return efficiency, profile_mbu
 
     starts = _starting_points(free, fixed)
     typical = starts[0]

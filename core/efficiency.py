@@ -38,7 +38,9 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   aiconfigurator's bf16 GEMMs);
 - an all-reduce over n GPUs moves `2 (n - 1) / n` of its message at
   `interconnect_efficiency` of the per-direction interconnect bandwidth, after
-  `allreduce_overhead_s`;
+  `allreduce_overhead_s + (n - 1) allreduce_peer_overhead_s` (a ring or tree takes a
+  step per other GPU: NCCL's small messages on the H100 take 6.2 / 9.6 / 15.5 us at 2 /
+  4 / 8 GPUs, 4.65 + 1.55 (n - 1) us);
 - a served request pays `request_overhead_s` outside every step (HTTP, tokenisation,
   queueing into the engine, detokenisation and streaming back: what a benchmark client
   measures beyond the engine's steps). The step model never reads it; the serving drivers
@@ -72,6 +74,14 @@ per weight would not depend on N. With it the large-M errors by N are within -4.
 and the MAPE falls from 11 % to 5 %. The fitted cost, 8-10 bytes per element, is more
 than the 5 an unfused pass moves (the bf16 input read for its scale and again to
 convert, 1 byte written): such small passes run below the bandwidth.
+
+Per collective library: the all-reduce parameters (`COLLECTIVE_PARAMETERS`) may be given
+per library (`[efficiency.nccl]`, `[efficiency.trtllm]`: `COLLECTIVE_TABLES`), which a
+profile's `collective_library` assumption selects for its steps (unset: the base values).
+The libraries differ: on the H100 TensorRT-LLM's custom all-reduce takes 2.65 / 2.86 /
+3.07 us for a small message at 2 / 4 / 8 GPUs against NCCL's 6.2 / 9.6 / 15.5 us, and
+reaches a lower share of the bandwidth at large ones; one set of parameters for both
+left TensorRT-LLM's held-out all-reduces +102-107 % slow.
 
 Every form keeps a part's time affine in the batch (the quantisation pass is linear in
 the tokens), so the closed-form largest batch under a TPOT budget still holds;
@@ -123,6 +133,8 @@ PARAMETERS: dict[str, tuple[str, str, str]] = {
     "interconnect_efficiency": ("fraction", "",
                                 "all-reduce: fraction of the interconnect bandwidth"),
     "allreduce_overhead_s": ("amount", "s", "fixed time of one all-reduce"),
+    "allreduce_peer_overhead_s": ("amount", "s",
+                                  "fixed time of one all-reduce per other GPU in it"),
     "request_overhead_s": ("amount", "s",
                            "per request, outside the steps: front end to first token"),
 }
@@ -140,6 +152,18 @@ TABLE_PARAMETERS = GEMM_PARAMETERS + ATTENTION_PARAMETERS
 # tf32, use the base values); only 8- and 4-bit GEMMs quantise their activations
 COMPUTE_TABLES = {"bf16": ("bf16", "fp16"), "fp8": ("fp8", "int8"), "fp4": ("fp4", "int4")}
 QUANTISING_TABLES = ("fp8", "fp4")
+# what a collective library's own table may set, and the libraries with tables (the
+# `engine` of measured all-reduce rows); a row's library code is 0 for none (the base
+# values), else 1 + its index here
+COLLECTIVE_PARAMETERS = ("interconnect_efficiency", "allreduce_overhead_s",
+                         "allreduce_peer_overhead_s")
+COLLECTIVE_TABLES = ("nccl", "trtllm")
+TABLES = (*COMPUTE_TABLES, *COLLECTIVE_TABLES)
+
+
+def collective_library_code(name: str) -> int:
+    """A library's code (`COLLECTIVE_TABLES`); 0 for "" (none: the base values)."""
+    return COLLECTIVE_TABLES.index(name) + 1 if name else 0
 
 
 def _check(name: str, value) -> None:
@@ -154,8 +178,20 @@ def _check(name: str, value) -> None:
         raise SpecError(f"{name} must be >= 0, got {value!r}")
 
 
+class _OwnValues:
+    """A table's own values of base parameters (None: the base value), in their ranges."""
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is not None:
+                _check(name, value)
+
+    def given(self) -> dict[str, float]:
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
 @dataclass(frozen=True)
-class DtypeEfficiency:
+class DtypeEfficiency(_OwnValues):
     """One dtype's own parameters: its GEMMs' (as a compute dtype) and its attention's
     (as a KV-cache format); None: the base value."""
 
@@ -173,20 +209,22 @@ class DtypeEfficiency:
     attention_kv_head_overhead_s: float | None = None
     attention_query_head_overhead_s: float | None = None
 
-    def __post_init__(self) -> None:
-        for name in TABLE_PARAMETERS:
-            if getattr(self, name) is not None:
-                _check(name, getattr(self, name))
 
-    def given(self) -> dict[str, float]:
-        return {name: value for name, value in asdict(self).items() if value is not None}
+@dataclass(frozen=True)
+class CollectiveEfficiency(_OwnValues):
+    """One collective library's own all-reduce parameters; None: the base value."""
+
+    interconnect_efficiency: float | None = None
+    allreduce_overhead_s: float | None = None
+    allreduce_peer_overhead_s: float | None = None
 
 
 @dataclass(frozen=True)
 class Efficiency:
     """The parameters of the module docstring; the defaults are the ideal roofline.
     `bf16`, `fp8` and `fp4` hold a dtype's own GEMM parameters (as a compute dtype) and
-    attention parameters (as a KV-cache format)."""
+    attention parameters (as a KV-cache format), `nccl` and `trtllm` a collective
+    library's all-reduce parameters."""
 
     step_overhead_s: float = 0.0
     layer_overhead_s: float = 0.0
@@ -207,10 +245,13 @@ class Efficiency:
     attention_query_head_overhead_s: float = 0.0
     interconnect_efficiency: float = 1.0
     allreduce_overhead_s: float = 0.0
+    allreduce_peer_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
     bf16: DtypeEfficiency = DtypeEfficiency()
     fp8: DtypeEfficiency = DtypeEfficiency()
     fp4: DtypeEfficiency = DtypeEfficiency()
+    nccl: CollectiveEfficiency = CollectiveEfficiency()
+    trtllm: CollectiveEfficiency = CollectiveEfficiency()
 
     def __post_init__(self) -> None:
         for name in PARAMETERS:
@@ -218,6 +259,9 @@ class Efficiency:
         for table in COMPUTE_TABLES:
             if not isinstance(getattr(self, table), DtypeEfficiency):
                 raise SpecError(f"{table} must be a table of GEMM parameters")
+        for table in COLLECTIVE_TABLES:
+            if not isinstance(getattr(self, table), CollectiveEfficiency):
+                raise SpecError(f"{table} must be a table of all-reduce parameters")
         if self.bf16.activation_quant_bytes is not None:
             raise SpecError("activation_quant_bytes: only fp8 and fp4 GEMMs quantise their "
                             "activations (give it in the fp8 or fp4 table, or the base)")
@@ -227,10 +271,11 @@ class Efficiency:
         return self == _IDEAL
 
     def as_dict(self) -> dict[str, float]:
-        """Every base parameter, then each dtype's own values as `fp8.gemm_mfu`, ...:
-        the names `value`, `with_values` and a fit use."""
+        """Every base parameter, then each dtype's (and collective library's) own values
+        as `fp8.gemm_mfu`, `nccl.allreduce_overhead_s`, ...: the names `value`,
+        `with_values` and a fit use."""
         values = {name: getattr(self, name) for name in PARAMETERS}
-        for table in COMPUTE_TABLES:
+        for table in TABLES:
             values.update({f"{table}.{name}": value
                            for name, value in getattr(self, table).given().items()})
         return values
@@ -254,21 +299,34 @@ class Efficiency:
         """A copy with parameters replaced, by their `as_dict` names."""
         base = {name: value for name, value in values.items() if "." not in name}
         tables = {}
-        for table in COMPUTE_TABLES:
+        for table in TABLES:
             own = {name.partition(".")[2]: value for name, value in values.items()
                    if name.startswith(f"{table}.")}
             if own:
                 tables[table] = replace(getattr(self, table), **own)
         return replace(self, **base, **tables)
 
-    def for_compute_dtypes(self, codes, kv_bytes=None) -> Efficiency:
+    def has_collective_table(self, library: str) -> bool:
+        return library in COLLECTIVE_TABLES and bool(getattr(self, library).given())
+
+    def for_collective_library(self, library: str) -> Efficiency:
+        """The efficiency whose base all-reduce parameters are `library`'s own (its unset
+        ones and "" the base values): what a step with that library pays."""
+        if not library:
+            return self
+        return replace(self, **{name: self.value(f"{library}.{name}")
+                                for name in COLLECTIVE_PARAMETERS})
+
+    def for_compute_dtypes(self, codes, kv_bytes=None, libraries=None) -> Efficiency:
         """The efficiency a grid of configurations sees, by the compute dtype code of each
         (`tables.dtype_code`; None: the base values) and its KV cache's bytes per element:
         the GEMM parameters become arrays broadcast like `codes` (each dtype's own value,
         else the base one; activation_quant_bytes is 0 where the dtype does not quantise),
         the attention parameters, where a table sets one, arrays like `kv_bytes` (the
-        table of that width, `KV_TABLES`); the rest stay. For the step model and a fit's
-        predictions only: its arrays are not checked again (each value was)."""
+        table of that width, `KV_TABLES`), the all-reduce parameters, where a library's
+        table sets one, arrays like `libraries` (each row's library code,
+        `collective_library_code`: 0 the base values); the rest stay. For the step model
+        and a fit's predictions only: its arrays are not checked again (each value was)."""
         chosen = object.__new__(Efficiency)  # past __post_init__: its fields are arrays
         for field in fields(Efficiency):
             object.__setattr__(chosen, field.name, getattr(self, field.name))
@@ -281,7 +339,21 @@ class Efficiency:
             index = kv_table_index(width)
             for name, by_width in self._attention_by_width.items():
                 object.__setattr__(chosen, name, by_width[index])
+        if libraries is not None and self._collective_by_code:
+            codes = np.asarray(libraries)
+            for name, by_code in self._collective_by_code.items():
+                object.__setattr__(chosen, name, by_code[codes])
         return chosen
+
+    @cached_property
+    def _collective_by_code(self) -> dict[str, np.ndarray]:
+        """Each all-reduce parameter as [base, *COLLECTIVE_TABLES]; empty when no library
+        has a table (a profile without them sees scalars, as before)."""
+        if not any(self.has_collective_table(table) for table in COLLECTIVE_TABLES):
+            return {}
+        return {name: np.array([getattr(self, name)]
+                               + [self.value(f"{table}.{name}") for table in COLLECTIVE_TABLES])
+                for name in COLLECTIVE_PARAMETERS}
 
     @cached_property
     def _attention_by_width(self) -> dict[str, np.ndarray]:
@@ -327,19 +399,21 @@ def kv_table_index(width):
 
 def efficiency_from_dict(data: dict, where: str) -> Efficiency:
     """An `[efficiency]` table of a profile TOML, with optional `[efficiency.bf16]`,
-    `[efficiency.fp8]` and `[efficiency.fp4]` sub-tables of GEMM and attention parameters;
-    unknown keys are errors that name them."""
+    `[efficiency.fp8]` and `[efficiency.fp4]` sub-tables of GEMM and attention parameters
+    and `[efficiency.nccl]`, `[efficiency.trtllm]` of all-reduce parameters; unknown keys
+    are errors that name them."""
     if not isinstance(data, dict):
         raise SpecError(f"{where}: [efficiency] must be a table of parameter = number")
-    spec_files.check_keys(data, set(PARAMETERS) | set(COMPUTE_TABLES), f"{where} [efficiency]")
+    spec_files.check_keys(data, set(PARAMETERS) | set(TABLES), f"{where} [efficiency]")
     values = {}
     for name, value in data.items():
-        if name in COMPUTE_TABLES:
+        if name in TABLES:
             table = f"{where} [efficiency.{name}]"
             if not isinstance(value, dict):
                 raise SpecError(f"{table} must be a table of parameter = number")
-            allowed = set(TABLE_PARAMETERS) - (
-                set() if name in QUANTISING_TABLES else {"activation_quant_bytes"})
+            allowed = (set(COLLECTIVE_PARAMETERS) if name in COLLECTIVE_TABLES
+                       else set(TABLE_PARAMETERS) - (
+                           set() if name in QUANTISING_TABLES else {"activation_quant_bytes"}))
             spec_files.check_keys(value, allowed, table)
             values.update({f"{name}.{key}": _number(value, key, table) for key in value})
         else:
@@ -401,14 +475,20 @@ def attention_times(flops, nbytes, queries, sequences, flops_per_key, bytes_per_
     return compute, memory
 
 
-def link_time(link_bytes, collectives, link_rate, efficiency: Efficiency):
+def link_time(link_bytes, collectives, link_rate, efficiency: Efficiency, peers=0.0):
     """Seconds of `collectives` collective operations moving `link_bytes` through each
-    GPU's link (a ring all-reduce of M bytes over n GPUs moves 2 (n - 1) / n * M)."""
+    GPU's link (a ring all-reduce of M bytes over n GPUs moves 2 (n - 1) / n * M), each
+    among `peers` other GPUs."""
     link_bytes = np.asarray(link_bytes, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         moving = np.where(link_bytes > 0,
                           link_bytes / (efficiency.interconnect_efficiency * link_rate), 0.0)
-    return moving + collectives * efficiency.allreduce_overhead_s
+    return moving + collectives * collective_overhead(peers, efficiency)
+
+
+def collective_overhead(peers, efficiency: Efficiency):
+    """The fixed time of one collective among `peers` other GPUs."""
+    return efficiency.allreduce_overhead_s + peers * efficiency.allreduce_peer_overhead_s
 
 
 def fixed_step_time(layers, efficiency: Efficiency):

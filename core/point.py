@@ -262,6 +262,9 @@ def _single_numbers(values: dict, plain: bool) -> dict:
 # what a profile assumes that one configuration may override (None: the profile's)
 ASSUMPTION_OVERRIDES = ("mfu", "mbu", "memory_reserve_gb", "overlap", "attention_flops",
                         "activation_traffic", "kv_write")
+# overridable for one configuration (sweep point, simulate, optimize), not a grid axis
+# or an Explorer field: whose all-reduce parameters the step's collectives pay
+LIBRARY_OVERRIDE = "collective_library"
 
 
 def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = None,
@@ -269,7 +272,7 @@ def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = N
                  system: str | None = None, **options) -> PointConfig:
     """A `PointConfig` from spec names or paths, as `sweep point` and the Explorer name
     them: `kv_heads` a what-if on the model's, `options` the other `PointConfig` fields
-    and the profile's `ASSUMPTION_OVERRIDES`. `loaders` read the GPU, model and profile
+    and the profile's `ASSUMPTION_OVERRIDES` (and `LIBRARY_OVERRIDE`). `loaders` read the GPU, model and profile
     specs (the Explorer passes cached ones). A `system` brings its own GPU, which replaces
     `gpu`."""
     read_gpu, read_model, read_profile = loaders
@@ -279,7 +282,8 @@ def named_config(gpu: str, model: str, profile: str, *, kv_heads: int | None = N
     if kv_heads:
         spec = spec.with_kv_heads(kv_heads)
     assumptions = read_profile(profile).with_overrides(
-        **{key: options.pop(key) for key in ASSUMPTION_OVERRIDES if key in options})
+        **{key: options.pop(key) for key in (*ASSUMPTION_OVERRIDES, LIBRARY_OVERRIDE)
+           if key in options})
     gpu_spec = options["system"].gpu if system else read_gpu(gpu)
     return PointConfig(gpu=gpu_spec, model=spec, assumptions=assumptions,
                        draft_model=read_model(draft_model) if draft_model else None, **options)
@@ -476,6 +480,7 @@ def point_report(config: PointConfig) -> dict:
             "activation_traffic": config.assumptions.activation_traffic,
             "kv_write": config.assumptions.kv_write,
             "memory_reserve_gb": config.assumptions.memory_reserve_gb,
+            "collective_library": config.assumptions.collective_library or None,
             "efficiency": config.assumptions.efficiency.as_dict(),
         },
         "step_time_s": m["step_time_s"],

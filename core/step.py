@@ -59,7 +59,8 @@ and attention_mbu, each query attending attention_mfu_half more keys and each se
 reading attention_mbu_half more and each decode sequence paying per layer
 attention_kv_head_overhead_s per KV head and attention_query_head_overhead_s per query
 head on the GPU; the link reaches interconnect_efficiency and each collective pays
-allreduce_overhead_s. A step with any token adds step_overhead_s + layers *
+allreduce_overhead_s and allreduce_peer_overhead_s per other GPU (the profile's
+collective library's, `Assumptions.step_efficiency`). A step with any token adds step_overhead_s + layers *
 layer_overhead_s (`overhead_s`; a draft's k steps pay their own). The reported FLOPs and
 bytes stay the real ones; only the times see the padding.
 
@@ -94,7 +95,7 @@ import numpy as np
 
 from rooftui.core import step_chunks
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.efficiency import fixed_step_time, part_efficiencies
+from rooftui.core.efficiency import collective_overhead, fixed_step_time, part_efficiencies
 from rooftui.core.elementwise import any_true, as_float64, floor, maximum, minimum, where
 from rooftui.core.model import ModelArrays
 from rooftui.core.parallel import Layout
@@ -219,7 +220,7 @@ class _Shape:
         self.layout = Layout.of(inputs)
         if self.layout is not None:
             self.parts = self.layout.distribute(self.parts, inputs, self)
-        efficiency = assumptions.efficiency
+        efficiency = assumptions.step_efficiency
         self.calibrated = not efficiency.is_ideal
         if self.calibrated:
             efficiency = efficiency.for_compute_dtypes(inputs.compute_dtype, inputs.kv_bytes)
@@ -298,13 +299,17 @@ class _Shape:
                 + self.per_gpu(model.heads) * efficiency.attention_query_head_overhead_s)
             self.decode_padding["attention"] = (head_time * efficiency.attention_mbu
                                                 * inputs.mbu * inputs.bandwidth)
-        if self.split and efficiency.allreduce_overhead_s > 0:
-            # two all-reduces per layer and the logits' all-gather, each a fixed time:
-            # as bytes at the link rate, which the efficiency then divides back out
-            # (none where a grid's replica is one GPU, whose link rate is then infinite)
+        peer_time = efficiency.allreduce_peer_overhead_s
+        if self.split and (efficiency.allreduce_overhead_s > 0 or peer_time > 0):
+            # two all-reduces per layer and the logits' all-gather, each a fixed time (and
+            # one per other GPU): as bytes at the link rate, which the efficiency then
+            # divides back out (none where a grid's replica is one GPU, whose link rate
+            # is then infinite)
             collectives = 2.0 * model.layers + (model.lm_head_params > 0)
+            overhead = (efficiency.allreduce_overhead_s if peer_time == 0
+                        else collective_overhead(self.tp - 1.0, efficiency))
             padding["communication"] = Linear(bytes_fixed=where(
-                self.tp > 1, collectives * efficiency.allreduce_overhead_s
+                self.tp > 1, collectives * overhead
                 * inputs.interconnect * efficiency.interconnect_efficiency, 0.0))
         self.padding, self.fractions, timed = padding, {}, {}
         for name, part in self.parts.items():

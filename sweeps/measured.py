@@ -15,7 +15,7 @@ read: an old `dtype` column is `weight_dtype`):
 | `compute_dtype` | the format the matmuls run in [a kernel's operand format (nvfp4: fp4); for steps `default_compute_dtype` of the weights: fp8 for fp8, bf16 for weight-only formats] |
 | `expert_dtype` | routed experts' weights (gpt-oss: mxfp4) [as `weight_dtype`] |
 | `kv_dtype` | KV-cache format of attention and steps [bf16; fp16 for fp16 weights] |
-| `engine`, `engine_version` | the serving engine or kernel library and its version [not recorded] |
+| `engine`, `engine_version` | the serving engine or kernel library and its version; an `allreduce` row's `nccl` or `trtllm` (TensorRT-LLM's custom all-reduce) fits and is priced by that library's own all-reduce parameters [not recorded] |
 | `cuda_graphs` | `true` / `false`: whether the engine replayed CUDA graphs (an isolated kernel launched eagerly pays `launch_overhead_s`) [not recorded: kernels taken as launched eagerly] |
 | `timer` | how a kernel's time was taken: `cuda_events` (events around the op) or `host_clock` (the host's clock around the launch and a synchronize: pays `host_timer_overhead_s`) [cuda_events] |
 | `m`, `n`, `k` | GEMM: Y[m, n] = X[m, k] · W[k, n]; m is the token count |
@@ -58,6 +58,7 @@ from rooftui.core.calibration import (
     default_compute_dtypes,
 )
 from rooftui.core.dtypes import check_dtype
+from rooftui.core.efficiency import COLLECTIVE_TABLES, collective_library_code
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU
 from rooftui.core.model import load_model
@@ -654,4 +655,7 @@ def to_measurements(rows: list[dict], dataset_names: list[str] | None = None) ->
         num_prompts=column("num_prompts"),
         timer=np.array([TIMERS.index("cuda_graph") if row.get("cuda_graphs") == "true"
                         else TIMERS.index(row.get("timer") or "cuda_events") for row in rows]),
+        library=np.array([collective_library_code(row["engine"])
+                          if row["kind"] == "allreduce" and row.get("engine") in
+                          COLLECTIVE_TABLES else 0 for row in rows], dtype=np.int64),
     )

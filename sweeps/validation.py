@@ -223,7 +223,8 @@ PARTS = {
     "per-step overhead": ("step_overhead_s", "layer_overhead_s", "kernel_overhead_s",
                           "attention_overhead_s", "prefill_attention_overhead_s",
                           "launch_overhead_s", "host_timer_overhead_s"),
-    "collectives": ("interconnect_efficiency", "allreduce_overhead_s"),
+    "collectives": ("interconnect_efficiency", "allreduce_overhead_s",
+                    "allreduce_peer_overhead_s"),
 }
 RESIDUAL_PART = "scheduling and model shape"
 NO_DATA = "no data to fit on"

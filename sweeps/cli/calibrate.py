@@ -51,7 +51,13 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
     attention rows with an 8-bit (4-bit) KV cache the fp8 (fp4) table's attention
     parameters; decode attention rows fit a sequence's fixed time per KV head and per
     query head (attention_kv_head_overhead_s, attention_query_head_overhead_s), step
-    rows attention_mbu_half. A kernel's fixed time follows how it was timed (the CSV's cuda_graphs
+    rows attention_mbu_half. All-reduce rows of NCCL or TensorRT-LLM's custom all-reduce
+    (the CSV's engine column: nccl, trtllm) fit that library's own table
+    ([efficiency.nccl], [efficiency.trtllm]: interconnect_efficiency,
+    allreduce_overhead_s, and allreduce_peer_overhead_s per other GPU where the rows span
+    two GPU counts or more); the base values then follow the library with the most rows
+    (`sweep point --collective-library` picks another for a step).
+    A kernel's fixed time follows how it was timed (the CSV's cuda_graphs
     and timer columns): a CUDA-graph replay pays kernel_overhead_s, an eager launch
     launch_overhead_s more, a host-clock timing host_timer_overhead_s on top; each is
     fitted only where rows of both kinds are given. End-to-end rows (e2e_ttft, e2e_tpot, e2e_itl) are left out: they are fitted by
@@ -126,7 +132,7 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
                 "tokenisation, streaming), which kernel and step rows do not hold: fit it "
                 "from end-to-end runs with `sweep replay --fit`", param_hint="--fit")
     else:
-        free = informed_parameters(rows)
+        free = informed_parameters(rows, start.collective_library)
     costs = row_costs(rows, spec, start)
     result = fit(costs, free, start=start.efficiency, mbu=start.mbu, mfu=start.mfu,
                  overlap=start.overlap)
@@ -250,6 +256,8 @@ def write_profile(path: Path, *, start, fitted, gpu, command, sources, rows, hal
              f"activation_traffic = {_toml_value(start.activation_traffic)}",
              f"kv_write = {_toml_value(start.kv_write)}",
              f"memory_reserve_gb = {start.memory_reserve_gb!r}",
+             *([f"collective_library = {_toml_value(start.collective_library)}"]
+               if start.collective_library else []),
              "", "[efficiency]"]
     values = fitted.efficiency.as_dict()
     lines += [f"{name} = {value!r}" for name, value in values.items() if "." not in name]

@@ -107,6 +107,11 @@ def setup_options(command: Callable) -> Callable:
                      help="Count writing the step's new K and V."),
         click.option("--memory-reserve-gb", type=Number("memory_reserve_gb"), metavar="GB",
                      help="Memory held back from the KV cache."),
+        click.option("--collective-library", type=click.Choice(["nccl", "trtllm"]),
+                     help="Whose fitted all-reduce parameters the step's collectives pay: "
+                          "the profile's [efficiency.nccl] or [efficiency.trtllm] table "
+                          "(NCCL, TensorRT-LLM's custom all-reduce) [default: the "
+                          "profile's collective_library, else its base values]."),
         click.option("--peak-tflops", type=Number("peak_tflops"),
                      metavar="TFLOPS",
                      help="What-if: another dense peak for the compute dtype."),
@@ -147,7 +152,7 @@ SETUP_KEYS = (
     "gpu", "model", "kv_heads", "weight_dtype", "kv_dtype", "compute_dtype", "profile", "mfu",
     "mbu", "overlap", "attention_flops", "activation_traffic", "kv_write", "memory_reserve_gb",
     "peak_tflops", "bandwidth_tbs", "memory_gb", "expert_dtype", "tp", "spec_tokens",
-    "acceptance", "draft_model", "price_per_gpu_hour",
+    "acceptance", "draft_model", "price_per_gpu_hour", "collective_library",
 )
 
 
@@ -157,7 +162,7 @@ def build_config(params: dict, **step: object) -> PointConfig:
     from rooftui.core.assumptions import load_profile
     from rooftui.core.hardware import load_gpu
     from rooftui.core.model import load_model
-    from rooftui.core.point import ASSUMPTION_OVERRIDES, named_config
+    from rooftui.core.point import ASSUMPTION_OVERRIDES, LIBRARY_OVERRIDE, named_config
     from rooftui.core.systems import load_system
 
     # `calibrated` resolves for the GPU the step runs on: a system brings its own
@@ -170,7 +175,8 @@ def build_config(params: dict, **step: object) -> PointConfig:
         spec_tokens=params.get("spec_tokens") or 0, acceptance=params.get("acceptance"),
         price_per_gpu_hour=params.get("price_per_gpu_hour"),
         **{key: params[key] for key in PARALLEL_KEYS if params.get(key) is not None},
-        **{key: params.get(key) for key in ASSUMPTION_OVERRIDES}, **step,
+        **{key: params.get(key) for key in (*ASSUMPTION_OVERRIDES, LIBRARY_OVERRIDE)},
+        **step,
         loaders=(load_gpu, load_model, functools.partial(load_profile, gpu=profile_gpu)))
     gpu = config.gpu.with_overrides(
         peak_tflops=params.get("peak_tflops"), bandwidth_tbs=params.get("bandwidth_tbs"),

@@ -93,6 +93,8 @@ def null_reasons(config) -> dict[str, str]:
                "parallelism.gpus_per_domain": "no --system: no NVLink domain is modelled",
                "calibration.interval": "the profile has no [interval] (the ideal one is a "
                                        "bound; an assumed one is not fitted)",
+               "assumptions.collective_library": "none selected: all-reduces pay the "
+                                                 "profile's base parameters",
                "calibration.interval.transferred_from": "fitted on this GPU, not "
                                                         "transferred"}
     if not config.batch and not config.prefill:
@@ -118,7 +120,9 @@ def render_report(r: dict) -> str:
     lines = [
         f"{r['model']} on {r['gpu']} · weights {r['weight_dtype']}{experts}, "
         f"KV {r['kv_dtype']}, compute {r['compute_dtype']} · profile {a['profile']} "
-        f"(mfu {a['mfu']:g}, mbu {a['mbu']:g}, overlap {a['overlap']}){replica}",
+        f"(mfu {a['mfu']:g}, mbu {a['mbu']:g}, overlap {a['overlap']}"
+        + (f", all-reduce {a['collective_library']}" if a["collective_library"] else "")
+        + f"){replica}",
         f"batch {r['batch']:,} × context {r['context']:,}"
         + (f" + prefill {r['prefill']:,} (after {r['prefill_context']:,} cached)"
            if r["prefill"] else "")
