@@ -46,6 +46,9 @@ def point(batch, context, prefill, prefill_context, tpot_budget, as_json, **setu
       sweep point --batch 32 --kv-heads 8 --kv-dtype fp8 --json
       sweep point --model mixtral-8x7b --batch 64 --tp 2 --price-per-gpu-hour 2.5
       sweep point --model llama-3-70b --tp 4 --spec-tokens 4 --acceptance 0.7
+      # the kernel profile's TensorRT-LLM all-reduce instead of NCCL's (the default)
+      sweep point --gpu h100-sxm --profile h100-sxm-kernels --model llama-3-70b --tp 8 \\
+          --collective-library trtllm
       sweep point --model gpt-oss-120b --draft-model gpt-oss-20b --spec-tokens 3 --acceptance 0.6
       sweep point --model deepseek-v3 --system gb200-nvl72 --dp 32 --ep 32 --batch 64
       sweep point --model llama-3.1-405b --system hgx-h100-ib --tp 8 --pp 2
