@@ -202,13 +202,14 @@ def render_fit(result, quality, base, rows, gpu) -> str:
 
     lines = [f"fitted {len(result.fitted)} parameters to {rows:,} rows on {gpu} "
              f"(rms log error {result.rms_log_error:.3f}, {result.iterations} iterations)", ""]
+    name_width = max([28, *map(len, result.fitted)])  # trtllm.allreduce_peer_overhead_s
     for name in result.fitted:
         value = result.mbu if name == "mbu" else result.efficiency.value(name)
         parameter = name.rpartition(".")[2]  # fp8.gemm_mfu means what gemm_mfu means
         unit, meaning = (PARAMETERS[parameter][1:] if parameter in PARAMETERS
                          else ("", "fraction of bandwidth a plain copy reaches"))
         flag = "  AT BOUND" if name in result.at_bound else ""
-        lines.append(f"  {name:<28} {value:>12.4g} {unit:<7} {meaning}{flag}")
+        lines.append(f"  {name:<{name_width}} {value:>12.4g} {unit:<7} {meaning}{flag}")
     if result.at_bound:
         lines += ["", f"  at a bound of its range: {', '.join(result.at_bound)} (the data "
                       "pull it past what the model allows: read its fit with care)"]
