@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import html
+import io
 import json
 import os
 import re
@@ -180,9 +181,11 @@ def spec_text(spec: dict, frames: Mapping[str, pl.DataFrame]) -> str:
     datasets = [f"{json.dumps(name)}: {json.dumps(rows, allow_nan=False)}"
                 for name, rows in own.items()]
     for name, frame in frames.items():
-        finite = frame.with_columns(pl.when(pl.col(c).is_finite()).then(pl.col(c))
-                                    for c, dtype in frame.schema.items() if dtype.is_float())
-        datasets.append(f"{json.dumps(name)}: {json.dumps(finite.write_csv())}")
+        csv = io.BytesIO()  # one query a frame: its non-finite numbers emptied as written
+        frame.lazy().with_columns(pl.when(pl.col(c).is_finite()).then(pl.col(c))
+                                  for c, dtype in frame.schema.items() if dtype.is_float()
+                                  ).sink_csv(csv)
+        datasets.append(f"{json.dumps(name)}: {json.dumps(csv.getvalue().decode())}")
     text = f"{head[:-1]}, \"datasets\": {{{', '.join(datasets)}}}}}"  # a spec has $schema
     return text.replace("</", "<\\/")
 
