@@ -214,7 +214,8 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
         return empty_chart(title, "no decode step (batch > 0) in these results")
     data = with_memory_note(pl, data if "fits" in data.columns
                             else data.with_columns(fits=pl.lit(True)), grid)
-    limits = data.group_by("gpu", "model", "context", *held_menus).agg(
+    # in the rows' order: the page's bytes the same from run to run
+    limits = data.group_by("gpu", "model", "context", *held_menus, maintain_order=True).agg(
         pl.col("max_batch").first()).filter(
         (pl.col("max_batch") >= 1) & (pl.col("max_batch") < data["batch"].max()))
     points = data.select(
