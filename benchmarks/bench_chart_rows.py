@@ -10,7 +10,8 @@ whose rows did not come back) then building them from the cut rows, and of keepi
 shard's rows from its columns as a worker does (`ShardRows`: its numpy mask, the columns
 computed again first and not counted), turning them into one frame in the parent (as
 `RowCollector.gather` does) and building from it. `--before-tree DIR` (a `git worktree
-add` of an older commit) adds the folder build from there, alternately, `--repeats` times.
+add` of an older commit) adds the folder build and the workers' rows from there,
+alternately, `--repeats` times.
 
     python benchmarks/bench_chart_rows.py --before-tree /tmp/old --repeats 3
 """
@@ -116,6 +117,7 @@ def main() -> None:
         for repeat in range(args.repeats):
             if before is not None:
                 print(f"  {repeat}: before: {measure(out, 'folder', before)}")
+                print(f"  {repeat}: before: {measure(out, 'worker', before)}")
             print(f"  {repeat}: now:    {measure(out, 'folder')}")
             print(f"  {repeat}: now:    {measure(out, 'rows')}")
             print(f"  {repeat}: now:    {measure(out, 'worker')}")
