@@ -17,8 +17,6 @@ weight) are negligible and not counted.
 
 from __future__ import annotations
 
-import difflib
-
 from rooftui.core.errors import SpecError
 
 BYTES_PER_ELEMENT: dict[str, float] = {
@@ -51,6 +49,8 @@ def check_dtype(name: str, what: str = "dtype") -> str:
     """Return `name` if it is a known format, else raise with the closest names."""
     if name in BYTES_PER_ELEMENT:
         return name
+    import difflib  # only a mistyped name needs it: not imported on every start
+
     close = difflib.get_close_matches(str(name), BYTES_PER_ELEMENT, n=3, cutoff=0.3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise SpecError(

@@ -7,8 +7,6 @@ anything with a path separator or a `.toml`/`.json` suffix is read as a path.
 
 from __future__ import annotations
 
-import difflib
-import json
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -53,6 +51,8 @@ def resolve(kind: str, name_or_path: str) -> Path:
     if path.is_dir():  # a bare folder name that names no shipped spec
         return _model_folder(kind, path)
     names = shipped_names(kind)
+    import difflib  # only a mistyped name needs it: not imported on every start
+
     close = difflib.get_close_matches(name_or_path, names, n=3, cutoff=0.4)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise SpecError(
@@ -79,6 +79,8 @@ def read_document(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as error:
         raise SpecError(f"{path}: cannot read: {error}") from None
     if path.suffix == ".json":
+        import json  # only a config.json needs it: not imported on every start
+
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
@@ -138,6 +140,8 @@ def flag(data: dict[str, Any], key: str, where: str, default: bool) -> bool:
 def check_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
     for key in data:
         if key not in allowed:
+            import difflib
+
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise SpecError(f"{where}: unknown key {key!r}{hint}")

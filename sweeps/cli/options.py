@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -193,6 +192,8 @@ _MISSING = object()
 
 def json_text(report: dict | list, reasons: dict[str, str] | None = None) -> str:
     """`--json` output, always strict JSON (see `strict_report`)."""
+    import json  # only --json needs it: not imported on every start
+
     return json.dumps(strict_report(report, reasons), indent=2, allow_nan=False)
 
 
