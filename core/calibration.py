@@ -576,9 +576,8 @@ def _tied_library(costs: RowCosts, free: list[str]) -> str | None:
     if not moved:
         return None
     allreduce = costs.kind == KINDS.index("allreduce")
-    rows = {table: int(np.sum(allreduce & (costs.library == collective_library_code(table))))
-            for table in moved}
-    return max(moved, key=lambda table: rows[table])
+    return max(moved, key=lambda table: int(np.sum(
+        allreduce & (costs.library == collective_library_code(table)))))
 
 
 def _kv_table(code: int) -> str | None:

@@ -207,13 +207,13 @@ class _Shape:
         else:
             self.queries = self.tokens_per_step = 1.0
             decode_keys = decode_pairs = self.cached_keys
+        # KV heads that can be split: the model's (MLA: one latent for all heads)
+        self.kv_units = (inputs.kv_heads if is_scalar(model.kv_latent, 0)
+                         else where(model.kv_latent > 0, 1.0, inputs.kv_heads))
         self.split = not is_scalar(inputs.tp, 1)
         if self.split:
             self.tp = as_float64(inputs.tp)
-            # KV heads that can be split: the model's (MLA: one latent for all heads)
-            kv_units = (inputs.kv_heads if is_scalar(model.kv_latent, 0)
-                        else where(model.kv_latent > 0, 1.0, inputs.kv_heads))
-            self.kv_share = maximum(1.0 / self.tp, 1.0 / kv_units)
+            self.kv_share = maximum(1.0 / self.tp, 1.0 / self.kv_units)
         self.parts = self._parts(inputs, assumptions, full_layers=full_layers,
                                  kv_elements=kv_elements, prompt_end=prompt_end,
                                  decode_keys=decode_keys, decode_pairs=decode_pairs)
@@ -274,7 +274,8 @@ class _Shape:
         key_flops = self.per_gpu(model.attention_flops_per_key * model.layers
                                  * efficiency.attention_mfu_half)
         key_bytes = self.kv_per_gpu(self.kv_bytes_per_token * efficiency.attention_mbu_half)
-        if self.layout is not None and self.layout.pipelined:  # one stage's layers
+        pipelined = self.layout is not None and self.layout.pipelined
+        if pipelined:  # one stage's layers
             key_flops, key_bytes = key_flops / self.layout.pp, key_bytes / self.layout.pp
         padding = {
             "gemm": Linear(flops_fixed=efficiency.gemm_m_half
@@ -290,26 +291,21 @@ class _Shape:
         self.decode_padding = {}
         if not (is_scalar(efficiency.attention_kv_head_overhead_s, 0)
                 and is_scalar(efficiency.attention_query_head_overhead_s, 0)):
-            kv_units = (inputs.kv_heads if is_scalar(model.kv_latent, 0)
-                        else where(model.kv_latent > 0, 1.0, inputs.kv_heads))
-            layers = (model.layers if self.layout is None or not self.layout.pipelined
-                      else model.layers / self.layout.pp)
+            layers = model.layers / self.layout.pp if pipelined else model.layers
             head_time = layers * (
-                self.kv_per_gpu(kv_units) * efficiency.attention_kv_head_overhead_s
+                self.kv_per_gpu(self.kv_units) * efficiency.attention_kv_head_overhead_s
                 + self.per_gpu(model.heads) * efficiency.attention_query_head_overhead_s)
             self.decode_padding["attention"] = (head_time * efficiency.attention_mbu
                                                 * inputs.mbu * inputs.bandwidth)
-        peer_time = efficiency.allreduce_peer_overhead_s
-        if self.split and (efficiency.allreduce_overhead_s > 0 or peer_time > 0):
+        if self.split and (efficiency.allreduce_overhead_s > 0
+                           or efficiency.allreduce_peer_overhead_s > 0):
             # two all-reduces per layer and the logits' all-gather, each a fixed time (and
             # one per other GPU): as bytes at the link rate, which the efficiency then
             # divides back out (none where a grid's replica is one GPU, whose link rate
             # is then infinite)
             collectives = 2.0 * model.layers + (model.lm_head_params > 0)
-            overhead = (efficiency.allreduce_overhead_s if peer_time == 0
-                        else collective_overhead(self.tp - 1.0, efficiency))
             padding["communication"] = Linear(bytes_fixed=where(
-                self.tp > 1, collectives * overhead
+                self.tp > 1, collectives * collective_overhead(self.tp - 1.0, efficiency)
                 * inputs.interconnect * efficiency.interconnect_efficiency, 0.0))
         self.padding, self.fractions, timed = padding, {}, {}
         for name, part in self.parts.items():

@@ -33,7 +33,7 @@ from rooftui.core.calibration import (
     row_costs,
     split_halves,
 )
-from rooftui.core.efficiency import Efficiency
+from rooftui.core.efficiency import COLLECTIVE_PARAMETERS, Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.intervals import DEFAULT_LEVEL, coverage, dataset_weights, ratio_bounds
@@ -223,8 +223,7 @@ PARTS = {
     "per-step overhead": ("step_overhead_s", "layer_overhead_s", "kernel_overhead_s",
                           "attention_overhead_s", "prefill_attention_overhead_s",
                           "launch_overhead_s", "host_timer_overhead_s"),
-    "collectives": ("interconnect_efficiency", "allreduce_overhead_s",
-                    "allreduce_peer_overhead_s"),
+    "collectives": COLLECTIVE_PARAMETERS,
 }
 RESIDUAL_PART = "scheduling and model shape"
 NO_DATA = "no data to fit on"
