@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooftui.core.errors import SpecError
 from rooftui.sweeps.output_files import atomic_path, write_text_atomic
-from rooftui.sweeps.vega_spec import VegaChart
+from rooftui.sweeps.vega_spec import VEGA_LITE_VERSION, VegaChart
 
 if TYPE_CHECKING:
     import altair as alt
@@ -83,8 +83,6 @@ def bundle_cache_dir() -> Path:
 
 def _vega_lite_version() -> str:
     """vl-convert's name of the Vega-Lite version the specs are written for ("v6_4")."""
-    from rooftui.sweeps.vega_spec import VEGA_LITE_VERSION
-
     return "_".join(VEGA_LITE_VERSION.split(".")[:2])
 
 

@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-# Stored columns' ratios a mask may test (the ridge groups of the intensity chart), with
-# `results.with_derived`'s operations (so to the last bit; a test compares them).
-DERIVED = {"ridge": (("peak_flops", "bandwidth_bytes_per_s"),
-                     lambda c: c["peak_flops"] / c["bandwidth_bytes_per_s"])}
+from rooftui.core.closed_forms import ridge
+
+# Stored columns' ratios a mask may test (the ridge groups of the intensity chart), as
+# `results.with_derived` computes them (to the last bit; a test compares them).
+DERIVED = {"ridge": lambda c: ridge(c["peak_flops"], c["bandwidth_bytes_per_s"])}
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,8 @@ class FirstDistinct:
                 values, codes = np.unique(column, return_inverse=True)
                 count = len(values)
             if size * count >= 1 << 62:  # renumbered before it could overflow
-                size, key = len(np.unique(key)), np.unique(key, return_inverse=True)[1]
+                values, key = np.unique(key, return_inverse=True)
+                size = len(values)
             key, size = key * count + codes, size * count
         kept = np.zeros(rows.length, bool)
         kept[where[np.unique(key, return_index=True)[1]]] = True
@@ -264,5 +266,5 @@ def with_derived_columns(columns: Mapping[str, np.ndarray], needed: set[str]
     found = dict(columns)
     for name in needed - set(columns):
         if name in DERIVED:
-            found[name] = DERIVED[name][1](columns)
+            found[name] = DERIVED[name](columns)
     return found

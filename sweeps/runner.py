@@ -67,7 +67,6 @@ from rooftui.sweeps.shard_writer import (  # noqa: F401  (also importable from h
     claim_and_write,
     default_shard_size,
     shard_check,
-    shard_is_complete,
     shard_path,
 )
 
@@ -114,7 +113,7 @@ def compute_shard(task: ShardTask, sweep: Sweep | None = None,
     kept = ShardRows(task.cut, sweep.dictionaries) if task.cut is not None else None
     word = claim_and_write(sweep, Path(task.out_dir), layout, task.index, task.environment,
                            wait=task.wait, keep_complete=task.keep_complete,
-                           on_points=on_points, on_columns=kept and kept.add)
+                           on_points=on_points, on_columns=kept.add if kept is not None else None)
     return task.index, word, kept.rows() if kept is not None and word == "written" else None
 
 

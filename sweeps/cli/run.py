@@ -158,8 +158,8 @@ def run(grid_path, out_dir, part, shard_size, workers, executor, scheduler, forc
         estimate,
         prepare_out_dir,
         run_sweep,
-        shard_is_complete,
     )
+    from rooftui.sweeps.shard_writer import shard_is_complete
 
     if scheduler and executor != "dask":
         raise click.UsageError("--scheduler needs --executor dask")
