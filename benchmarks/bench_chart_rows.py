@@ -10,7 +10,8 @@ whose rows did not come back) then building them from the cut rows, and of keepi
 shard's rows from its columns as a worker does (`ShardRows`: its numpy mask, the columns
 computed again first and not counted), turning them into one frame in the parent (as
 `RowCollector.gather` does) and building from it. `--before-tree DIR` (a `git worktree
-add` of an older commit) adds the folder build and the workers' rows from there,
+add` of an older commit) adds the folder build and the rows as that tree keeps them
+(in the workers, or cut from the files; neither before `chart_rows`) from there,
 alternately, `--repeats` times.
 
     python benchmarks/bench_chart_rows.py --before-tree /tmp/old --repeats 3
@@ -94,6 +95,14 @@ def measure(out: Path, mode: str, path: Path | None = None) -> str:
     return done.stdout.strip()
 
 
+def rows_mode(tree: Path) -> str | None:
+    """How a tree keeps a run's chart rows: in the workers, cut from the shards' files, or
+    not at all (None: only its folder build is measured)."""
+    source = tree / "sweeps" / "chart_rows.py"
+    text = source.read_text(encoding="utf-8") if source.is_file() else ""
+    return "worker" if "class ShardRows" in text else "rows" if text else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, metavar="DIR")
@@ -114,10 +123,12 @@ def main() -> None:
             before = Path(tmp) / "before"
             before.mkdir()
             (before / "rooftui").symlink_to(args.before_tree.resolve())
+            before_rows = rows_mode(args.before_tree)
         for repeat in range(args.repeats):
             if before is not None:
                 print(f"  {repeat}: before: {measure(out, 'folder', before)}")
-                print(f"  {repeat}: before: {measure(out, 'worker', before)}")
+                if before_rows:
+                    print(f"  {repeat}: before: {measure(out, before_rows, before)}")
             print(f"  {repeat}: now:    {measure(out, 'folder')}")
             print(f"  {repeat}: now:    {measure(out, 'rows')}")
             print(f"  {repeat}: now:    {measure(out, 'worker')}")
