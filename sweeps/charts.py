@@ -81,7 +81,6 @@ from typing import TYPE_CHECKING, Any
 
 from rooftui.core.errors import SpecError
 from rooftui.sweeps.chart_files import (
-    EMBED_OPTIONS,
     PNG_SCALE,
     write_chart_files,
     write_dashboard,
@@ -119,7 +118,7 @@ if TYPE_CHECKING:
 
     from rooftui.sweeps.chart_rows import ChartRows
 
-__all__ = ["AXES", "AXIS_COLUMNS", "CHARTS", "CUT_LAST", "DEFAULT_CHARTS", "EMBED_OPTIONS",
+__all__ = ["AXES", "AXIS_COLUMNS", "CHARTS", "CUT_LAST", "DEFAULT_CHARTS",
            "KIND_CHARTS", "LABELS", "MAX_ROWS", "PNG_SCALE", "SERVING_AXES", "ChartSettings",
            "ChartSlice", "_fit", "_with_best", "attention_share_chart", "chart_paths",
            "chart_settings", "check_chart_names", "declared_axes", "gpu_comparison_chart",

@@ -167,11 +167,8 @@ def _measured(folder, engine, profile, fit, out) -> dict:
     kernels = {e: profile or end_to_end.kernel_profile(e) for e in engines}
     bases = {name: load_profile(name) for name in set(kernels.values())}
     click.echo(f"replaying {len(runs)} runs ...", err=True)
-    replays = []
-    for engine in engines:
-        mine = [i for i, t in enumerate(targets) if t.engine == engine]
-        replays += end_to_end.replay_runs([runs[i] for i in mine], [targets[i] for i in mine],
-                                          bases[kernels[engine]], [scheduling[i] for i in mine])
+    replays = [end_to_end.replay_run(run, target, bases[kernels[target.engine]], settings)
+               for run, target, settings in zip(runs, targets, scheduling, strict=True)]
     report = {"profile": ", ".join(
                   f"{bases[name].name} ({', '.join(e for e in engines if kernels[e] == name)})"
                   for name in sorted(bases)),
