@@ -45,8 +45,9 @@ def round_sig_figs(values: np.ndarray, digits: int) -> np.ndarray:
     if x.size == 0:
         return result
     exponents = digits - 1 - _floor_log10(np.abs(x))
-    distinct, where = np.unique(exponents, return_inverse=True)
-    pow5 = np.array([_powi(5.0, int(e)) for e in distinct])[where]
+    lowest = int(exponents.min())  # a table over the few hundred exponents there can be
+    pow5 = np.array([_powi(5.0, e) for e in range(lowest, int(exponents.max()) + 1)])
+    pow5 = pow5[exponents - lowest]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         scaled = np.ldexp(x, exponents) * pow5
         descaled = np.ldexp(_round_half_away(scaled) / pow5, -exponents)
@@ -63,10 +64,11 @@ def rounded(values: np.ndarray, digits: int = 4) -> np.ndarray:
 def _floor_log10(magnitudes: np.ndarray) -> np.ndarray:
     """`floor(log10(m)) as i32` with the C library's log10, which Rust calls: numpy's own
     (SIMD) log10 can differ by an ulp, which moves the floor only next to an integer, so
-    those few are asked of math.log10 (the same libm)."""
+    those few (powers of ten, each once) are asked of math.log10 (the same libm)."""
     logs = np.log10(magnitudes)
     near = np.abs(logs - np.rint(logs)) < 1e-9
-    logs[near] = [math.log10(m) for m in magnitudes[near].tolist()]
+    distinct, where = np.unique(magnitudes[near], return_inverse=True)
+    logs[near] = np.array([math.log10(m) for m in distinct.tolist()])[where]
     return np.floor(logs).astype(np.int64)
 
 
