@@ -243,18 +243,10 @@ class FirstDistinct:
             column = rows.columns[name]
             changed[1:] |= column[1:] != column[:-1]  # NaN after NaN too: sorted below
         where = np.flatnonzero(changed)
-        key, size = np.zeros(len(where), np.int64), 1
-        for name in self.group:  # one number per combination so far
-            column = rows.columns[name][where]
-            if name in rows.dictionaries:  # names: their codes already are
-                codes, count = column.astype(np.int64), len(rows.dictionaries[name])
-            else:
-                values, codes = np.unique(column, return_inverse=True)
-                count = len(values)
-            if size * count >= 1 << 62:  # renumbered before it could overflow
-                values, key = np.unique(key, return_inverse=True)
-                size = len(values)
-            key, size = key * count + codes, size * count
+        key = combination_keys([
+            (rows.columns[name][where], len(rows.dictionaries[name])
+             if name in rows.dictionaries else None)  # names: their codes already are
+            for name in self.group])
         kept = np.zeros(rows.length, bool)
         kept[where[np.unique(key, return_index=True)[1]]] = True
         return kept
@@ -268,3 +260,21 @@ def with_derived_columns(columns: Mapping[str, np.ndarray], needed: set[str]
         if name in DERIVED:
             found[name] = DERIVED[name](columns)
     return found
+
+
+def combination_keys(columns: Sequence[tuple[np.ndarray, int | None]]) -> np.ndarray:
+    """One integer per row naming its combination of the columns' values, each column
+    given as (codes, how many codes there are), or (values, None) to be numbered here
+    (NaN as one value)."""
+    key, size = np.zeros(len(columns[0][0]), np.int64), 1
+    for values, count in columns:  # one number per combination so far
+        if count is None:
+            distinct, codes = np.unique(values, return_inverse=True)
+            count = len(distinct)
+        else:
+            codes = values.astype(np.int64)
+        if size * count >= 1 << 62:  # renumbered before it could overflow
+            distinct, key = np.unique(key, return_inverse=True)
+            size = len(distinct)
+        key, size = key * count + codes, size * max(count, 1)
+    return key
