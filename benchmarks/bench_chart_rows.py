@@ -8,7 +8,7 @@ while the shards are computed): the CPU seconds of building every spec of the fo
 every shard's file (`chart_rows`, planning included: what `sweep run` does for a shard
 whose rows did not come back) then building them from the cut rows, and of keeping each
 shard's rows from its columns as a worker does (`ShardRows`: its numpy mask, the columns
-computed again first and not counted), turning them into one frame in the parent (as
+computed again first and not counted), turning them into one table in the parent (as
 `RowCollector.gather` does) and building from it. `--before-tree DIR` (a `git worktree
 add` of an older commit) adds the folder build and the rows as that tree keeps them
 (in the workers, or cut from the files; neither before `chart_rows`) from there,
@@ -50,8 +50,13 @@ def build(frame):
 began = time.process_time()
 if sys.argv[2] == "worker":
     import numpy as np
-    import polars  # noqa: F401  (imported by the run while its shards are computed)
-    from rooftui.sweeps.chart_rows import ShardRows, plan_cut, rows_frame
+    from rooftui.sweeps import chart_rows
+    from rooftui.sweeps.chart_rows import ShardRows, plan_cut
+    if hasattr(chart_rows, "rows_table"):  # numpy columns: the run never imports polars
+        gathered = chart_rows.rows_table
+    else:  # a tree before: polars frames, polars imported while the shards are computed
+        import polars  # noqa: F401
+        gathered = chart_rows.rows_frame
     from rooftui.sweeps.grid import parse_grid
     from rooftui.sweeps.kinds import evaluator_for
     sweep = evaluator_for(parse_grid(manifest["spec_text"], Path(manifest["spec_path"])))
@@ -67,18 +72,18 @@ if sys.argv[2] == "worker":
         pieces.append(shard.rows())
         kept += time.process_time() - began
     began = time.process_time()
-    frame = rows_frame({name: np.concatenate([piece[name] for piece in pieces])
-                        for name in pieces[0]}, cut, sweep.dictionaries)  # as gathered
+    frame = gathered({name: np.concatenate([piece[name] for piece in pieces])
+                      for name in pieces[0]}, cut, sweep.dictionaries)  # as gathered
     framed = time.process_time()
     build(frame)
-    print(f"keep in the workers {kept:.2f} CPU-s, frames {framed - began:.2f}, "
+    print(f"keep in the workers {kept:.2f} CPU-s, tables {framed - began:.2f}, "
           f"build from the rows {time.process_time() - framed:.2f}")
 elif sys.argv[2] == "rows":
     from rooftui.sweeps.chart_rows import RowCollector
     rows = RowCollector(out, None, lambda i: out / "points" / f"shard-{i:06d}.parquet"
                         ).gather(manifest["shards"])
     cut = time.process_time()
-    build(rows.frame)
+    build(rows.table if hasattr(rows, "table") else rows.frame)
     print(f"cut {cut - began:.2f} CPU-s, build from the rows {time.process_time() - cut:.2f}")
 else:
     build(scan_results(out))

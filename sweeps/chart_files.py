@@ -28,8 +28,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from rooftui.core.errors import SpecError
+from rooftui.sweeps.chart_table import Names, Table
 from rooftui.sweeps.output_files import atomic_path, write_text_atomic
+from rooftui.sweeps.table_text import CodedText, csv_text
 from rooftui.sweeps.vega_spec import VEGA_LITE_VERSION, VegaChart
 
 if TYPE_CHECKING:
@@ -105,14 +109,12 @@ def vega_bundle() -> str:
 
 
 def warm_up() -> None:
-    """Import polars and vl-convert and read the bundle, so that a run rendering its
-    charts at the end pays for them while its shards are computed: called in the one
-    thread that imports them (`chart_rows.RowCollector`, once the workers are forked:
-    two threads importing one package could meet a circular import). A failure here is
-    left to the render, which imports them again and says what went wrong."""
+    """Import vl-convert and read the bundle, so that a run rendering its charts at the
+    end pays for them while its shards are computed: called in the one thread that
+    imports them (`chart_rows.RowCollector`, once the workers are forked: two threads
+    importing one package could meet a circular import). A failure here is left to the
+    render, which imports them again and says what went wrong."""
     with contextlib.suppress(Exception):
-        import polars  # noqa: F401
-
         vega_bundle()
 
 
@@ -151,7 +153,8 @@ def named_datasets():
         yield frames
 
 
-def chart_spec(chart: alt.TopLevelMixin | VegaChart) -> tuple[dict, dict[str, pl.DataFrame]]:
+def chart_spec(chart: alt.TopLevelMixin | VegaChart
+               ) -> tuple[dict, dict[str, pl.DataFrame | Table]]:
     """The chart's Vega-Lite spec (unvalidated) and the frames its named datasets hold
     (a step chart is one already: `vega_spec.VegaChart`)."""
     if isinstance(chart, VegaChart):
@@ -161,31 +164,53 @@ def chart_spec(chart: alt.TopLevelMixin | VegaChart) -> tuple[dict, dict[str, pl
     return spec, frames
 
 
-def spec_text(spec: dict, frames: Mapping[str, pl.DataFrame]) -> str:
+def spec_text(spec: dict, frames: Mapping[str, pl.DataFrame | Table]) -> str:
     """`spec` as strict JSON with `frames` as its datasets, safe inside a <script>
-    element. Each frame is CSV text (polars writes it; a value that is not finite is
-    empty, read as null), its columns' types given as the data's `format.parse`: a
-    third of the bytes of rows as JSON objects, which repeat every name in every row."""
-    import polars as pl
-
-    parse = {}
-    for name, frame in frames.items():
-        parse[name] = {column: "boolean" if dtype == pl.Boolean else "number"
-                       for column, dtype in frame.schema.items() if dtype.is_numeric()
-                       or dtype == pl.Boolean}
+    element. Each frame is CSV text (a value that is not finite is empty, read as
+    null), its columns' types given as the data's `format.parse`: a third of the bytes
+    of rows as JSON objects, which repeat every name in every row. A step chart's frames
+    are `chart_table.Table`s (written by `table_text.csv_text`, as polars writes them),
+    a serving chart's polars frames (written by polars)."""
+    parse = {name: _parse_formats(frame) for name, frame in frames.items()}
     _name_formats(spec, parse)
     own = spec.get("datasets", {})
     head = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, allow_nan=False)
     datasets = [f"{json.dumps(name)}: {json.dumps(rows, allow_nan=False)}"
                 for name, rows in own.items()]
     for name, frame in frames.items():
-        csv = io.BytesIO()  # one query a frame: its non-finite numbers emptied as written
-        frame.lazy().with_columns(pl.when(pl.col(c).is_finite()).then(pl.col(c))
-                                  for c, dtype in frame.schema.items() if dtype.is_float()
-                                  ).sink_csv(csv)
-        datasets.append(f"{json.dumps(name)}: {json.dumps(csv.getvalue().decode())}")
+        datasets.append(f"{json.dumps(name)}: {json.dumps(_csv(frame))}")
     text = f"{head[:-1]}, \"datasets\": {{{', '.join(datasets)}}}}}"  # a spec has $schema
     return text.replace("</", "<\\/")
+
+
+def _parse_formats(frame: pl.DataFrame | Table) -> dict[str, str]:
+    """The Vega `format.parse` of a frame's numeric and boolean columns."""
+    if isinstance(frame, Table):
+        kinds = {"f": "number", "i": "number", "b": "boolean"}
+        return {column: kinds[frame.kind(column)] for column in frame.columns
+                if frame.kind(column) in kinds}
+    import polars as pl
+
+    return {column: "boolean" if dtype == pl.Boolean else "number"
+            for column, dtype in frame.schema.items() if dtype.is_numeric()
+            or dtype == pl.Boolean}
+
+
+def _csv(frame: pl.DataFrame | Table) -> str:
+    """A frame as CSV text, its values that are not finite empty."""
+    if isinstance(frame, Table):
+        return csv_text({name: CodedText(values.codes, values.names)
+                         if isinstance(values, Names)
+                         else np.where(np.isfinite(values), values, np.nan)
+                         if values.dtype.kind == "f" else values
+                         for name, values in frame.data.items()})
+    import polars as pl
+
+    csv = io.BytesIO()  # one query a frame: its non-finite numbers emptied as written
+    frame.lazy().with_columns(pl.when(pl.col(c).is_finite()).then(pl.col(c))
+                              for c, dtype in frame.schema.items() if dtype.is_float()
+                              ).sink_csv(csv)
+    return csv.getvalue().decode()
 
 
 def _name_formats(spec: Any, parse: Mapping[str, dict]) -> None:
@@ -218,12 +243,11 @@ def menu_choices(spec: Any) -> dict[str, Any]:
     return found
 
 
-def default_rows(spec: dict, frames: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+def default_rows(spec: dict, frames: Mapping[str, pl.DataFrame | Table]
+                 ) -> dict[str, pl.DataFrame | Table]:
     """`frames` cut to the rows the page shows before any menu changes: every frame that
     holds a menu's axis keeps the rows at the menu's opening value (a menu opening on a
     value no row has, such as the roofline's "all", keeps them all)."""
-    import polars as pl
-
     from rooftui.sweeps.chart_slices import OWN
 
     choices = menu_choices(spec)
@@ -231,12 +255,27 @@ def default_rows(spec: dict, frames: Mapping[str, pl.DataFrame]) -> dict[str, pl
     for name, frame in frames.items():
         for axis, value in choices.items():
             if value == OWN and f"{axis}_own" in frame.columns:
-                frame = frame.filter(pl.col(f"{axis}_own"))
-            elif (axis in frame.columns and isinstance(value, str) == (
-                    frame.schema[axis] == pl.String) and (frame[axis] == value).any()):
-                frame = frame.filter(pl.col(axis) == value)
+                frame = _rows_where(frame, f"{axis}_own", True, always=True)
+            elif axis in frame.columns and isinstance(value, str) == _is_text(frame, axis):
+                frame = _rows_where(frame, axis, value)
         reduced[name] = frame
     return reduced
+
+
+def _is_text(frame: pl.DataFrame | Table, column: str) -> bool:
+    if isinstance(frame, Table):
+        return frame.kind(column) == "O"
+    import polars as pl
+
+    return frame.schema[column] == pl.String
+
+
+def _rows_where(frame: pl.DataFrame | Table, column: str, value: Any, *,
+                always: bool = False) -> pl.DataFrame | Table:
+    """The rows whose `column` equals `value`; all of them when none does (a menu's
+    value no row has) unless `always`."""
+    same = frame[column] == value
+    return frame.filter(same) if always or same.any() else frame
 
 
 def write_chart_files(chart: alt.TopLevelMixin, paths: Sequence[Path]) -> None:

@@ -9,10 +9,15 @@ that use it (`import_altair`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from rooftui.sweeps.chart_slices import LABELS, OWN, ChartSlice, show
+from rooftui.sweeps.chart_table import Names, Table
+from rooftui.sweeps.table_text import float_texts, round_sig_figs
 from rooftui.sweeps.vega_spec import VegaChart, select_param, title
 from rooftui.sweeps.vega_spec import note_chart as note_spec
 
@@ -24,14 +29,14 @@ if TYPE_CHECKING:
 
 WIDTH, HEIGHT = 560, 360
 
-def spaced_labels(frame: pl.DataFrame, column: str, factor: float) -> pl.DataFrame:
-    """The rows of `frame` (sorted by `column`) whose value is at least `factor` times
+def spaced_labels(table: Table, column: str, factor: float) -> Table:
+    """The rows of `table` (sorted by `column`) whose value is at least `factor` times
     the last one kept: labels on a log axis that would otherwise print over each other."""
     keep, last = [], 0.0
-    for value in frame[column]:
+    for value in table[column].tolist():
         keep.append(value >= factor * last)
         last = value if keep[-1] else last
-    return frame.filter(keep)
+    return table.filter(np.asarray(keep, dtype=bool))
 
 
 def import_altair():
@@ -185,65 +190,81 @@ def palette(alt, values: Sequence) -> Any:
     return alt.Scale(**palette_scale(values))
 
 
-def byte_text(pl, value):
-    """Bytes as short text: '1.1 TB', '141 GB', '8.5 GB'."""
-    gigabytes = value / 1e9
-    return (pl.when(value >= 1e12).then(pl.format("{} TB", (value / 1e12).round_sig_figs(2)))
-            .when(gigabytes >= 10).then(pl.format("{} GB", gigabytes.round(0).cast(pl.Int64)))
-            .otherwise(pl.format("{} GB", gigabytes.round_sig_figs(2))))
+def byte_texts(values: np.ndarray) -> list[str]:
+    """Bytes as short text: '1.1 TB', '141 GB', '8.5 GB' (2 significant digits, whole
+    GB from 10 GB), each value's."""
+    values = np.asarray(values, dtype=np.float64)
+    gigabytes = values / 1e9
+    terabytes = float_texts(round_sig_figs(values / 1e12, 2))
+    small = float_texts(round_sig_figs(gigabytes, 2))
+    whole = np.round(gigabytes).tolist()
+    return [f"{tera} TB" if value >= 1e12 else f"{int(rounded_gb)} GB" if giga >= 10
+            else f"{few} GB" for value, giga, tera, few, rounded_gb in zip(
+                values.tolist(), gigabytes.tolist(), terabytes, small, whole, strict=True)]
 
 
-MEMORY_COLUMNS = ("fits", "weight_bytes", "kv_bytes", "memory_reserve_gb", "tp")
+# what a chart's memory note is made of; `memory` itself when the rows hold it already
+MEMORY_COLUMNS = ("fits", "weight_bytes", "kv_bytes", "memory_reserve_gb", "tp", "memory")
 
 
-def with_memory_note(pl, data: pl.DataFrame, grid: Mapping[str, Any] | None,
-                     gpu: str | None = None) -> pl.DataFrame:
-    """`data` with `memory`: why a row does not fit ("weights 141 GB > 80 GB: needs TP ≥
-    2", "KV 1.1 TB > 65 GB free") or what it uses when it does. Needs `fits` and the
+def with_memory_note(data: Table, grid: Mapping[str, Any] | None,
+                     gpu: str | None = None) -> Table:
+    """`data` with `memory` last: why a row does not fit ("weights 141 GB > 80 GB: needs
+    TP ≥ 2", "KV 1.1 TB > 65 GB free") or what it uses when it does. Needs `fits` and the
     byte columns; the GPU's memory comes from the grid's spec (or the shipped one),
-    `gpu` naming it when the data has no gpu column."""
+    `gpu` naming it when the data has no gpu column. Rows that hold their note already
+    (`render_charts` notes the rows `sweep run` cut once, for all its charts) keep it."""
+    if "memory" in data.columns:
+        return data.select(*(c for c in data.columns if c != "memory"), "memory")
     if "fits" not in data.columns or "weight_bytes" not in data.columns:
-        return data.with_columns(memory=pl.lit(""))
-    # the note is text formatting (~5 µs a row): made once per distinct input, joined back
+        return data.with_columns(memory="")
+    # the note is text: made once per distinct input, then looked up
     inputs = [c for c in ("gpu", "fits", "weight_bytes", "kv_bytes", "memory_reserve_gb", "tp")
               if c in data.columns]
-    notes = _memory_notes(pl, data.select(inputs).unique(maintain_order=True), grid, gpu)
-    return data.join(notes, on=inputs, how="left", nulls_equal=True, maintain_order="left")
+    firsts, inverse = data.unique_index(inputs)
+    notes = _memory_notes(data.take(firsts), grid, gpu)
+    return data.with_columns(memory=Names.of(notes)[inverse])
 
 
-def _memory_notes(pl, data: pl.DataFrame, grid: Mapping[str, Any] | None,
-                  gpu: str | None) -> pl.DataFrame:
-    """`data` (`with_memory_note`'s inputs) with its `memory` column."""
+def _memory_notes(data: Table, grid: Mapping[str, Any] | None, gpu: str | None
+                  ) -> list[str]:
+    """Each row's note (`with_memory_note`)."""
     from rooftui.sweeps.chart_slices import gpu_memory_bytes
 
-    gpus = data["gpu"].unique().to_list() if "gpu" in data.columns else [gpu]
-    memory = {g: gpu_memory_bytes(grid, str(g)) for g in gpus if g is not None}
-    capacity = (pl.col("gpu").replace_strict(memory, default=None, return_dtype=pl.Float64)
-                if "gpu" in data.columns else pl.lit(memory.get(gpu), dtype=pl.Float64))
-    reserve = (pl.col("memory_reserve_gb").fill_null(0) * 1e9
-               if "memory_reserve_gb" in data.columns else pl.lit(0.0))
-    tp = pl.col("tp").fill_null(1) if "tp" in data.columns else pl.lit(1)
-    weights, kv = pl.col("weight_bytes"), pl.col("kv_bytes")
-    # each size's text made once (a when/then computes every branch on every row)
-    texts = {"_capacity": capacity, "_room": capacity - reserve,  # what weights + KV may use
-             "_weights_text": byte_text(pl, weights), "_kv_text": byte_text(pl, kv)}
-    data = data.with_columns(**texts).with_columns(_room_text=byte_text(pl, pl.col("_room")))
-    capacity, room = pl.col("_capacity"), pl.col("_room")
-    needs = (weights * tp / room).ceil().cast(pl.Int64)
-    # 141.1 GB of weights on a 141 GB GPU: one decimal where whole GB would read equal
-    coarse = pl.col("_weights_text") == pl.col("_room_text")
-    weights_text, room_text = (
-        pl.when(coarse).then(pl.format("{} GB", (value / 1e9).round(1)))
-        .otherwise(pl.col(text)) for value, text in ((weights, "_weights_text"),
-                                                     (room, "_room_text")))
-    note = (pl.when(pl.col("fits")).then(pl.format("fits: weights {} + KV {} of {}",
-                                                   "_weights_text", "_kv_text", "_room_text"))
-            .when(capacity.is_null()).then(pl.lit("exceeds GPU memory"))
-            .when(weights >= room).then(pl.format("weights {} > {}: needs TP ≥ {}",
-                                                  weights_text, room_text, needs))
-            .otherwise(pl.format("KV {} > {} free", "_kv_text",
-                                 byte_text(pl, room - weights))))
-    return data.with_columns(memory=note).drop(*texts, "_room_text")
+    height = data.height
+    gpus = data["gpu"].tolist() if "gpu" in data.columns else [gpu] * height
+    memory = {g: gpu_memory_bytes(grid, str(g)) if g is not None else None
+              for g in dict.fromkeys(gpus)}
+    capacity = np.array([math.nan if memory[g] is None else memory[g] for g in gpus],
+                        dtype=np.float64)
+    reserve = (np.nan_to_num(data["memory_reserve_gb"], nan=0.0)
+               if "memory_reserve_gb" in data.columns else np.zeros(height))
+    tp = data["tp"] if "tp" in data.columns else np.ones(height, np.int64)
+    weights = data["weight_bytes"]
+    kv = data["kv_bytes"] if "kv_bytes" in data.columns else np.full(height, math.nan)
+    room = capacity - reserve * 1e9  # what weights + KV may use
+    with np.errstate(divide="ignore", invalid="ignore"):
+        needs = np.ceil(weights * tp / room).tolist()
+        texts = [byte_texts(v) for v in (weights, kv, room, room - weights)]
+        # 141.1 GB of weights on a 141 GB GPU: one decimal where whole GB would read equal
+        tenths = [float_texts(np.round(v / 1e9, 1)) for v in (weights, room)]
+    notes = []
+    for i, (fits, size, space, need) in enumerate(zip(
+            data["fits"].tolist(), weights.tolist(), room.tolist(), needs, strict=True)):
+        weights_text, kv_text, room_text, free_text = (t[i] for t in texts)
+        if fits:
+            notes.append(f"fits: weights {weights_text} + KV {kv_text}" + (
+                f" of {room_text}" if space == space else ""))
+        elif space != space:  # NaN: the GPU's memory is unknown
+            notes.append("exceeds GPU memory")
+        elif size >= space:
+            if weights_text == room_text:
+                weights_text, room_text = f"{tenths[0][i]} GB", f"{tenths[1][i]} GB"
+            needed = f"{int(need)}" if math.isfinite(need) and need > 0 else "more"
+            notes.append(f"weights {weights_text} > {room_text}: needs TP ≥ {needed}")
+        else:
+            notes.append(f"KV {kv_text} > {free_text} free")
+    return notes
 
 
 KV_FIT_COLUMNS = ("kv_sequences", "kv_free_bytes", "sequence_tokens_mean")
@@ -318,7 +339,9 @@ def note_chart(alt, text: str, reason: str) -> alt.TopLevelMixin:
         text="message:N").properties(title=text, width=WIDTH, height=80, name="note")
 
 
-def columns_of(frame: Frame) -> list[str]:
+def columns_of(frame: Frame | Table) -> list[str]:
+    if isinstance(frame, Table):
+        return frame.columns
     return frame.lazy().collect_schema().names()
 
 

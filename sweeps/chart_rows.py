@@ -7,11 +7,12 @@ for those filters before any shard is written (`plan_cut`: plain data, `row_filt
 and the worker that computes a shard keeps the rows one of them draws from the columns
 it already holds (`ShardRows`: a numpy mask, since polars must not run in a forked
 worker), a few thousand of a million rows that travel back with its outcome; the parent
-puts them together in shard order (`RowCollector`) and renders
-its charts from them when the last shard lands, rather than scanning the folder once
-per chart. The charts are the same: each filter looks at one row at a time (the first
-rows of the intensity chart's ridge groups excepted, see `row_filters`), so the rows it
-keeps of all the results are the rows it keeps of each shard, in the shards' order.
+puts them together in shard order (`RowCollector`, numpy columns: `chart_table.Table`)
+and renders its charts from them when the last shard lands, rather than scanning the
+folder once per chart, and without importing polars. The charts are the same: each
+filter looks at one row at a time (the first rows of the intensity chart's ridge
+groups excepted, see `row_filters`), so the rows it keeps of all the results are the
+rows it keeps of each shard, in the shards' order.
 
 A chart whose slice needs the rows themselves (an axis the grid does not declare, a
 fixed value it lacks) is not cut: it reads the folder as before, and so does
@@ -29,12 +30,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rooftui.core.errors import SpecError
+from rooftui.sweeps.chart_table import Names, Table, derived_columns
 from rooftui.sweeps.row_filters import AnyOf, Rows, with_derived_columns
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
-
-    import polars as pl
 
 # a shard's kept rows as a worker sends them: its stored columns (names as codes)
 Columns = dict[str, np.ndarray]
@@ -56,7 +56,7 @@ class ChartRows:
     are built from in place of the folder (`render_charts(rows=...)`)."""
 
     charts: tuple[str, ...]
-    frame: pl.DataFrame
+    table: Table
 
 
 def plan_cut(out_dir: Path | str, names: Sequence[str] | Mapping | None = None
@@ -88,15 +88,15 @@ def plan_cut(out_dir: Path | str, names: Sequence[str] | Mapping | None = None
     return RowCut(tuple(drawn), AnyOf(tuple(drawn.values())), tuple(columns))
 
 
-def cut_shard(path: Path, cut: RowCut) -> pl.DataFrame:
+def cut_shard(path: Path, cut: RowCut) -> Table:
     """The rows of the shard file at `path` that `cut` keeps, as `scan_results` reads
     them (the derived metrics added, its columns and their order)."""
     import polars as pl
 
     from rooftui.sweeps.results import with_derived
 
-    return (with_derived(pl.scan_parquet(path)).select(cut.columns)
-            .filter(cut.rows.polars(pl)).collect())
+    return Table.from_polars(with_derived(pl.scan_parquet(path)).select(cut.columns)
+                             .filter(cut.rows.polars(pl)).collect())
 
 
 class ShardRows:
@@ -127,34 +127,26 @@ class ShardRows:
         return {name: values[kept] for name, values in stored.items()}
 
 
-def rows_frame(columns: Columns, cut: RowCut, dictionaries: Mapping[str, Sequence[str]]
-               ) -> pl.DataFrame:
+def rows_table(columns: Columns, cut: RowCut, dictionaries: Mapping[str, Sequence[str]]
+               ) -> Table:
     """A worker's kept rows (`ShardRows.rows`) as `cut_shard` reads them from the file:
-    names as Categorical, the derived metrics added, `cut.columns` in order."""
-    import polars as pl
-
-    from rooftui.sweeps.results import with_derived
-
-    def series(name: str, values: np.ndarray) -> pl.Series:
-        if name not in dictionaries:
-            return pl.Series(name, values)
-        names = pl.Series(name, list(dictionaries[name]), dtype=pl.String)
-        return names.gather(values).cast(pl.Categorical)
-
-    frame = pl.DataFrame([series(name, values) for name, values in columns.items()])
-    return with_derived(frame).select(cut.columns)
+    names as text, the derived metrics added, `cut.columns` in order."""
+    names = {name: Names.coded(values, dictionaries[name]) if name in dictionaries
+             else values for name, values in columns.items()}
+    found = derived_columns(names, cut.columns)
+    return Table((name, found[name]) for name in cut.columns)
 
 
 class RowCollector:
     """The cut rows of each shard as it lands (`landed`), and all of them once the
     dataset is complete (`gather`), for the charts `render_charts(out_dir, names)`
     renders; `path(index)` is shard `index`'s file and `dictionaries` the names its
-    codes stand for. The cut is planned at once (`cut`, for the workers); polars, the
-    chart libraries and the cuts of shard files are left to one thread of their own,
-    started by `start` once the workers are forked (two threads importing one package
-    could meet a circular import, and a fork while a thread imports would leave the
-    child the half-imported package). The workers' rows become one frame when gathered
-    (~5 ms, where a frame per shard cost ~3 ms each)."""
+    codes stand for. The cut is planned at once (`cut`, for the workers); reading the
+    Vega bundle and the cuts of shard files (polars) are left to one thread of their
+    own, started by `start` once the workers are forked (two threads importing one
+    package could meet a circular import, and a fork while a thread imports would leave
+    the child the half-imported package). The workers' rows become one table when
+    gathered."""
 
     def __init__(self, out_dir: Path | str, names: Sequence[str] | Mapping | None,
                  path: Callable[[int], Path],
@@ -169,9 +161,8 @@ class RowCollector:
         self.pieces: dict[int, Columns | Future] = {}
 
     def start(self) -> None:
-        """Import polars and load the chart libraries in the thread (while the shards
-        are computed); a failure there is left to the render, which says what went
-        wrong."""
+        """Read the Vega bundle in the thread (while the shards are computed); a failure
+        there is left to the render, which says what went wrong."""
         if self.warmed is None:
             self.warmed = self.pool.submit(_warm_up)
 
@@ -201,9 +192,7 @@ class RowCollector:
                 self.landed(index)
         self.start()
         self.warmed.result()
-        import polars as pl  # imported by the thread, first
-
-        frames, kept = [], []  # the workers' rows made one frame per run of shards
+        tables, kept = [], []  # the workers' rows made one table per run of shards
         try:
             for index in range(shards):
                 piece = self.pieces[index]
@@ -211,20 +200,31 @@ class RowCollector:
                     kept.append(piece)
                     continue
                 if kept:
-                    frames.append(self._frame(kept))
+                    tables.append(self._table(kept))
                     kept = []
-                frames.append(piece.result())
-        except (OSError, pl.exceptions.PolarsError):
+                tables.append(_cut_result(piece))
+        except OSError:
             return None
         finally:
             self.pool.shutdown()
         if kept:
-            frames.append(self._frame(kept))
-        return ChartRows(self.cut.charts, pl.concat(frames, how="vertical"))
+            tables.append(self._table(kept))
+        return ChartRows(self.cut.charts, Table.concat(tables))
 
-    def _frame(self, pieces: list[Columns]) -> pl.DataFrame:
-        return rows_frame({name: np.concatenate([piece[name] for piece in pieces])
+    def _table(self, pieces: list[Columns]) -> Table:
+        return rows_table({name: np.concatenate([piece[name] for piece in pieces])
                            for name in pieces[0]}, self.cut, self.dictionaries)
+
+
+def _cut_result(piece: Future) -> Table:
+    """A shard file's cut; a file polars cannot read (replaced or removed meanwhile) as
+    OSError."""
+    import polars as pl  # imported by the thread that cut it
+
+    try:
+        return piece.result()
+    except pl.exceptions.PolarsError as error:
+        raise OSError(str(error)) from error
 
 
 def _warm_up() -> None:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rooftui.core.errors import SpecError
+from rooftui.sweeps import table_text
+from rooftui.sweeps.chart_table import Table
 from rooftui.sweeps.row_filters import All, AnyOf, Compare, Count, FirstDistinct, IsIn, Own, Within
 
 if TYPE_CHECKING:
@@ -82,7 +84,7 @@ class ChartSlice:
     """The rows a chart draws (its shown axes and metrics), the values each shown axis
     kept, and the value each other swept axis was held at."""
 
-    data: pl.DataFrame
+    data: pl.DataFrame | Table
     kept: dict[str, list]
     fixed: dict[str, Any] = field(default_factory=dict)
     # structure axes held at each model's own value: axis -> {model: value}
@@ -202,12 +204,13 @@ class SliceRequest:
     menu_over: Sequence[str] | None = None
     whole: Sequence[tuple[str, ...]] = ()
 
-    def take(self, frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+    def take(self, frame: Frame | Table, *, fixed: Mapping[str, Any] | None = None,
              axes: Dimensions | None = None,
              grid: Mapping[str, Any] | None = None) -> ChartSlice:
+        """The slice, its `data` a `chart_table.Table` (what the step charts draw)."""
         return take_slice(frame, self.shown, self.metrics, fixed=fixed, axes=axes,
                           prefer=self.prefer, rows_per_point=self.rows_per_point, grid=grid,
-                          menus=self.menus, menu_over=self.menu_over)
+                          menus=self.menus, menu_over=self.menu_over, as_table=True)
 
     def rows(self, columns: Sequence[str], *, fixed: Mapping[str, Any] | None = None,
              axes: Dimensions | None = None, grid: Mapping[str, Any] | None = None
@@ -235,13 +238,14 @@ class SliceRequest:
         return AnyOf((drawn, *firsts)) if firsts else drawn
 
 
-def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *,
+def take_slice(frame: Frame | Table, shown: Mapping[str, int], metrics: Sequence[str], *,
                fixed: Mapping[str, Any] | None = None,
                axes: Dimensions | None = None,
                prefer: Mapping[str, str] | None = None, rows_per_point: int = 1,
                grid: Mapping[str, Any] | None = None,
                menus: Sequence[str] = (),
-               menu_over: Sequence[str] | None = None) -> ChartSlice:
+               menu_over: Sequence[str] | None = None,
+               as_table: bool = False) -> ChartSlice:
     """The bounded slice of `frame` a chart draws.
 
     `shown` maps each axis the chart displays to the most values it keeps; `metrics` are
@@ -268,32 +272,79 @@ def take_slice(frame: Frame, shown: Mapping[str, int], metrics: Sequence[str], *
     over the shown axes in `menu_over` (default: all; the others at their opening value).
     While those rows exceed the budget the menu with the most values is thinned (to no
     fewer than two), then the last menus (in the order given) stay held.
-    """
-    import polars as pl
 
-    lazy = frame.lazy()
-    present = lazy.collect_schema().names()
+    `frame` a `chart_table.Table` (the rows `sweep run` cut from its shards) is sliced
+    in numpy, its `data` a Table; a polars frame is sliced by polars, its `data` a polars
+    frame, or a Table when `as_table` (the step charts build their specs from Tables).
+    """
+    if isinstance(frame, Table) and axes is None:  # windows over the rows: polars does them
+        frame = frame.to_polars()
+    if isinstance(frame, Table):
+        present = frame.columns
+    else:
+        import polars as pl
+
+        lazy = frame.lazy()
+        present = lazy.collect_schema().names()
     shown_axes, dimensions, distinct, unknown = _layout(present, shown, fixed, axes)
-    if unknown:
+    if unknown and isinstance(frame, Table):
+        distinct |= {a: _distinct(frame[a]) for a in unknown}
+    elif unknown:
         found = lazy.select(pl.col(a).drop_nulls().unique().sort().implode()
                             for a in unknown).collect()
         distinct |= {a: found[a][0].to_list() for a in unknown}
     plan = _plan(shown, shown_axes, dimensions, distinct, present, metrics, fixed=fixed,
                  windows=axes is None, prefer=prefer, rows_per_point=rows_per_point,
                  grid=grid, menus=menus, menu_over=menu_over)
-    for condition in plan.filters:  # in turn: a window sees the rows the others left
-        lazy = lazy.filter(condition.polars(pl))
-    # One row per shown combination, even if a column varies that no one declared an
-    # axis (a frame passed without its manifest, with a column this module does not know).
-    data = first_rows(pl, lazy.with_columns(
-        flag.polars(pl).alias(name) for flag, name in zip(plan.flags, plan.flag_names,
-                                                          strict=True))
-        .select(list(dict.fromkeys(plan.shown + plan.chosen + plan.wanted + plan.flag_names))),
-        plan.shown)
-    held = {a: data[a][0] for a in plan.chosen if data.height and data[a].n_unique() == 1}
-    data = tidy(pl, data.select(plan.shown + plan.wanted + plan.flag_names))
+    selected = list(dict.fromkeys(plan.shown + plan.chosen + plan.wanted + plan.flag_names))
+    if isinstance(frame, Table):
+        kept = frame.filter(All(tuple(plan.filters)).mask(frame.coded()))
+        flags = {name: flag.mask(kept.coded())
+                 for flag, name in zip(plan.flags, plan.flag_names, strict=True)}
+        data = kept.with_columns(**flags).select(*selected).first_rows(plan.shown, sort=True)
+    else:
+        for condition in plan.filters:  # in turn: a window sees the rows the others left
+            lazy = lazy.filter(condition.polars(pl))
+        # One row per shown combination, even if a column varies that no one declared an
+        # axis (a frame passed without its manifest, with a column this module does not
+        # know).
+        data = first_rows(pl, lazy.with_columns(
+            flag.polars(pl).alias(name) for flag, name in zip(plan.flags, plan.flag_names,
+                                                              strict=True))
+            .select(selected), plan.shown)
+        if as_table:
+            data = Table.from_polars(data)
+    if isinstance(data, Table):
+        held = {a: _scalar(data[a][0]) for a in plan.chosen
+                if data.height and len(set(data[a].tolist())) == 1}
+        if "memory" in metrics and "memory" not in data.columns:
+            from rooftui.sweeps.chart_marks import with_memory_note
+
+            # of the values as computed, not rounded (as `render_charts` notes the rows
+            # `sweep run` cut); a grid of one GPU holds it without a column
+            gpus = distinct.get("gpu") or []
+            data = with_memory_note(data, grid, gpu=gpus[0] if len(gpus) == 1 else None)
+        columns = [c for c in (*plan.shown, *plan.wanted, *plan.flag_names) if c != "memory"]
+        data = tidy_table(data.select(*columns, *(["memory"] if "memory" in data.columns
+                                                  else [])))
+    else:
+        held = {a: data[a][0] for a in plan.chosen if data.height and data[a].n_unique() == 1}
+        data = tidy(pl, data.select(plan.shown + plan.wanted + plan.flag_names))
     return ChartSlice(data=data, kept=plan.kept, fixed=held, native=plan.native,
                       menus=plan.menus, opening=plan.opening, menu_over=plan.over)
+
+
+def _distinct(values: np.ndarray) -> list:
+    """A column's distinct values, sorted, without nulls (as polars lists them)."""
+    if values.dtype.kind == "O":
+        return sorted({v for v in values.tolist() if v is not None})
+    found = np.unique(values)
+    return found[~np.isnan(found)].tolist() if found.dtype.kind == "f" else found.tolist()
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy scalar as the Python number polars would give."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def first_rows(pl, lazy: pl.LazyFrame, keys: Sequence[str]) -> pl.DataFrame:
@@ -528,6 +579,19 @@ def _check_fixed(axis: str, value: Any, values: list) -> Any:
     have = ", ".join(show(v) for v in values[:12]) + (" ..." if len(values) > 12 else "")
     raise SpecError(f"charts: fixed {axis} = {value!r} is not in the results (they have "
                     f"{have})")
+
+
+def tidy_table(data: Table) -> Table:
+    """`tidy` of a Table: whole-number axes as integers, other numbers rounded, a value
+    that is not finite null (NaN)."""
+    fixes = {}
+    for name in data.columns:
+        values = data[name]
+        if name in INTEGER_AXES and values.dtype.kind == "f" and np.isfinite(values).all():
+            fixes[name] = values.astype(np.int64)
+        elif values.dtype.kind == "f" and name not in AXES:
+            fixes[name] = table_text.rounded(values, SIGNIFICANT_DIGITS)
+    return data.with_columns(**fixes) if fixes else data
 
 
 def tidy(pl, data: pl.DataFrame) -> pl.DataFrame:

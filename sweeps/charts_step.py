@@ -7,6 +7,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from rooftui.sweeps import vega_spec as vl
 from rooftui.sweeps.chart_marks import (
     HEIGHT,
@@ -29,12 +31,12 @@ from rooftui.sweeps.chart_slices import (
     LABELS,
     ChartSlice,
     SliceRequest,
-    positive,
-    rounded,
     show,
     spread,
-    tidy,
+    tidy_table,
 )
+from rooftui.sweeps.chart_table import Table, positive
+from rooftui.sweeps.table_text import rounded
 
 LOG_Y = "log_y"  # the throughput chart's log/linear toggle (tokens/s spans decades)
 # every held axis a step chart offers as a menu, the most useful first (kept while the
@@ -70,7 +72,7 @@ def roofline_slice(columns: Sequence[str]) -> SliceRequest:
                         menu_over=("gpu", "model", "batch"))
 
 
-def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+def roofline_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] | None = None,
                    axes: Dimensions | None = None,
                    grid: Mapping[str, Any] | None = None) -> VegaChart:
     """Attainable FLOP/s vs intensity (log-log): roofs, ridges, the step's parts.
@@ -80,53 +82,55 @@ def roofline_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
     batch as points (larger: more sequences). Menus choose the GPU (or all), the model
     and the compute dtype; a batch whose weights and KV do not fit is hollow, its reason
     in the tooltip, and does not stretch the axes."""
-    import polars as pl
-
     title = "Roofline: where the step's parts sit"
     parts = ROOFLINE_PARTS
     chart_slice = roofline_slice(columns_of(frame)).take(frame, fixed=fixed, axes=axes,
                                                          grid=grid)
     held_menus = chart_slice.menu_columns
-    data = with_memory_note(pl, chart_slice.data, grid)
+    data = with_memory_note(chart_slice.data, grid)
     if "compute_dtype" not in data.columns:
-        data = data.with_columns(compute_dtype=pl.lit(chart_slice.fixed.get("compute_dtype",
-                                                                             "")))
+        data = data.with_columns(compute_dtype=chart_slice.fixed.get("compute_dtype", ""))
     if "fits" not in data.columns:
-        data = data.with_columns(fits=pl.lit(True))
+        data = data.with_columns(fits=True)
 
-    def part_rows(part: str):
+    def part_rows(part: str) -> Table:
         prefix = "" if part == "step" else f"{part}_"
         time = "step_time_s" if part == "step" else f"{part}_time_s"
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tflops = rounded(data[f"{prefix}flops"] / data[time] / 1e12)
         return data.select(
             "gpu", "compute_dtype", "model", "batch", "fits", "memory", *held_menus,
-            part=pl.lit(PART_LABELS[part]), intensity=pl.col(f"{prefix}intensity"),
-            tflops=rounded(pl, pl.col(f"{prefix}flops") / pl.col(time) / 1e12),
-            bound=pl.col(f"{prefix}bound"))
+            part=PART_LABELS[part], intensity=data[f"{prefix}intensity"], tflops=tflops,
+            bound=data[f"{prefix}bound"])
 
-    points = pl.concat([part_rows(p) for p in parts]).filter(
-        positive(pl, "intensity", "tflops"))
-    ridges = data.group_by("gpu", "compute_dtype").agg(
-        peak_tflops=pl.col("peak_flops").first() / 1e12,
-        bandwidth_tbs=pl.col("bandwidth_bytes_per_s").first() / 1e12).with_columns(
-        ridge=rounded(pl, pl.col("peak_tflops") / pl.col("bandwidth_tbs"))).filter(
-        positive(pl, "ridge")).sort("gpu", "compute_dtype")
+    points = Table.concat([part_rows(p) for p in parts])
+    points = points.filter(positive(points, "intensity", "tflops"))
+    firsts = data.first_rows(["gpu", "compute_dtype"], sort=True)
+    peak_tflops = firsts["peak_flops"] / 1e12
+    bandwidth_tbs = firsts["bandwidth_bytes_per_s"] / 1e12
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ridges = firsts.select("gpu", "compute_dtype", peak_tflops=peak_tflops,
+                               bandwidth_tbs=bandwidth_tbs,
+                               ridge=rounded(peak_tflops / bandwidth_tbs))
+    ridges = ridges.filter(positive(ridges, "ridge"))
     if points.is_empty() or ridges.is_empty():
         return empty_chart(title, "no step with work to place in these results")
     # the axes span the roofs and the points that fit, never those that do not
-    feasible = points.filter(pl.col("fits"))
+    feasible = points.filter(points["fits"])
     placed = feasible if not feasible.is_empty() else points
-    low = min(placed["intensity"].min(), ridges["ridge"].min()) / 4
-    high = max(placed["intensity"].max(), ridges["ridge"].max()) * 4
-    roofs = pl.concat([
-        ridges.with_columns(intensity=pl.lit(low),
-                            tflops=pl.lit(low) * pl.col("bandwidth_tbs")),
-        ridges.with_columns(intensity=pl.col("ridge"), tflops=pl.col("peak_tflops")),
-        ridges.with_columns(intensity=pl.lit(high), tflops=pl.col("peak_tflops")),
-    ]).with_columns(rounded(pl, pl.col("intensity")), rounded(pl, pl.col("tflops")))
-    bottom = min(roofs["tflops"].min(), placed["tflops"].min()) / 1.5
-    top = max(roofs["tflops"].max(), placed["tflops"].max()) * 1.5
+    low = min(np.nanmin(placed["intensity"]), np.nanmin(ridges["ridge"])).item() / 4
+    high = max(np.nanmax(placed["intensity"]), np.nanmax(ridges["ridge"])).item() * 4
+    roofs = Table.concat([
+        ridges.with_columns(intensity=low, tflops=low * ridges["bandwidth_tbs"]),
+        ridges.with_columns(intensity=ridges["ridge"], tflops=ridges["peak_tflops"]),
+        ridges.with_columns(intensity=high, tflops=ridges["peak_tflops"]),
+    ])
+    roofs = roofs.with_columns(intensity=rounded(roofs["intensity"]),
+                               tflops=rounded(roofs["tflops"]))
+    bottom = min(np.nanmin(roofs["tflops"]), np.nanmin(placed["tflops"])).item() / 1.5
+    top = max(np.nanmax(roofs["tflops"]), np.nanmax(placed["tflops"])).item() * 1.5
 
-    gpus = chart_slice.values("gpu") or data["gpu"].unique(maintain_order=True).to_list()
+    gpus = chart_slice.values("gpu") or list(dict.fromkeys(data["gpu"].tolist()))
     gpu_menu = ([vl.select_param("gpu_choice", "all", ["all", *gpus], "GPU ")]
                 if len(gpus) > 1 else [])
     choices = dropdowns(chart_slice, "model", "compute_dtype",
@@ -195,7 +199,7 @@ def throughput_slice(columns: Sequence[str]) -> SliceRequest:
                         menus=STEP_MENUS, menu_over=("gpu", "model", "batch"))
 
 
-def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+def throughput_vs_batch_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] | None = None,
                               axes: Dimensions | None = None,
                               grid: Mapping[str, Any] | None = None) -> VegaChart:
     """Decode tokens/s vs batch, all users and per user, one line per context.
@@ -203,27 +207,27 @@ def throughput_vs_batch_chart(frame: Frame, *, fixed: Mapping[str, Any] | None =
     Lines join the batches that fit; a hollow circle marks one whose weights and KV do
     not (its reason in the tooltip; above the axis's top it sits at the edge), a dashed
     rule the largest batch that fits (the seed's chart, for every GPU and model)."""
-    import polars as pl
-
     title = "Decode throughput vs batch"
     chart_slice = throughput_slice(columns_of(frame)).take(frame, fixed=fixed, axes=axes,
                                                            grid=grid)
     held_menus = chart_slice.menu_columns
-    data = chart_slice.data.filter(positive(pl, "batch", "tokens_per_s"))
+    data = chart_slice.data
+    data = data.filter(positive(data, "batch", "tokens_per_s"))
     if data.is_empty():
         return empty_chart(title, "no decode step (batch > 0) in these results")
-    data = with_memory_note(pl, data if "fits" in data.columns
-                            else data.with_columns(fits=pl.lit(True)), grid)
+    data = with_memory_note(data if "fits" in data.columns
+                            else data.with_columns(fits=True), grid)
     # in the rows' order: the page's bytes the same from run to run
-    limits = data.group_by("gpu", "model", "context", *held_menus, maintain_order=True).agg(
-        pl.col("max_batch").first()).filter(
-        (pl.col("max_batch") >= 1) & (pl.col("max_batch") < data["batch"].max()))
+    keys = ["gpu", "model", "context", *held_menus]
+    limits = data.first_rows(keys, sort=False).select(*keys, "max_batch")
+    limits = limits.filter((limits["max_batch"] >= 1)
+                           & (limits["max_batch"] < data["batch"].max()))
     points = data.select(
         "gpu", "model", "context", "batch", "fits", "memory", *held_menus,
-        tok_s=pl.col("tokens_per_s"),
-        user_tok_s=pl.col("per_user_tokens_per_s"),
-        step_ms=rounded(pl, pl.col("step_time_s") * 1e3),
-        attention=pl.col("attention_share"))
+        tok_s=data["tokens_per_s"],
+        user_tok_s=data["per_user_tokens_per_s"],
+        step_ms=rounded(data["step_time_s"] * 1e3),
+        attention=data["attention_share"])
     choices = dropdowns(chart_slice, "gpu", "model") + menus(chart_slice)
     chosen = chosen_filters(choices)
     context_pick = vl.legend_selection("context")
@@ -286,7 +290,7 @@ def intensity_slice(columns: Sequence[str]) -> SliceRequest:
                         prefer={"batch": "max"}, menus=STEP_MENUS, whole=(RIDGES,))
 
 
-def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+def intensity_ceiling_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] | None = None,
                             axes: Dimensions | None = None,
                             grid: Mapping[str, Any] | None = None) -> VegaChart:
     """Decode intensity ceiling vs context, per group size, against the ridges.
@@ -294,41 +298,42 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
     The closed form as batch grows without bound (the step's `intensity_ceiling`) as
     lines, the step's intensity at the grid's largest batch as points (hollow where that
     batch does not fit), the held GPU's ridge as a solid rule and other GPUs' dashed."""
-    import polars as pl
-
     title = "Decode intensity ceiling vs context"
     columns = columns_of(frame)
     group = _group_axis(columns)
     chart_slice = intensity_slice(columns).take(frame, fixed=fixed, axes=axes, grid=grid)
-    data = chart_slice.data.filter(positive(pl, "context", "intensity_ceiling")).rename(
+    data = chart_slice.data
+    data = data.filter(positive(data, "context", "intensity_ceiling")).rename(
         {group: "group", "intensity_ceiling": "ceiling"})
     if data.is_empty():
         return empty_chart(title, "no decode step with context > 0 in these results")
     held_gpu = chart_slice.fixed.get("gpu")
-    data = with_memory_note(pl, data if "fits" in data.columns
-                            else data.with_columns(fits=pl.lit(True)), grid, gpu=held_gpu)
+    data = with_memory_note(data if "fits" in data.columns
+                            else data.with_columns(fits=True), grid, gpu=held_gpu)
     held_dtype = chart_slice.fixed.get("compute_dtype")
-    # ties in ridge ordered by name: which GPUs are spread below never depends on the
-    # order the rows came in
-    all_ridges = (frame.lazy().select(RIDGES).unique().sort("ridge", "gpu", "compute_dtype")
-                  .collect().filter(positive(pl, "ridge"))
-                  .with_columns(pl.col("gpu", "compute_dtype").cast(pl.String)))
-    is_held = ((pl.col("gpu") == held_gpu) if held_gpu is not None else pl.lit(False)) & (
-        (pl.col("compute_dtype") == held_dtype) if held_dtype is not None else pl.lit(True))
-    held_ridges = all_ridges.filter(is_held)
-    others = all_ridges.filter(~is_held)
-    others = others.gather(spread(list(range(others.height)), 8 - min(held_ridges.height, 1)))
-    ridges = tidy(pl, pl.concat([held_ridges, others]).sort("ridge")).select(
-        "ridge", held=is_held,
-        label=pl.format("{} {} ridge", "gpu", "compute_dtype"),
-        context=pl.lit(data["context"].max()))
+    all_ridges = _all_ridges(frame)
+
+    def is_held(table: Table) -> np.ndarray:
+        gpu = table["gpu"] == held_gpu if held_gpu is not None else np.zeros(table.height, bool)
+        return gpu & (table["compute_dtype"] == held_dtype if held_dtype is not None else True)
+
+    held_ridges = all_ridges.filter(is_held(all_ridges))
+    others = all_ridges.filter(~is_held(all_ridges))
+    others = others.take(spread(list(range(others.height)), 8 - min(held_ridges.height, 1)))
+    ridges = tidy_table(Table.concat([held_ridges, others]).sorted_by(["ridge"]))
+    ridges = ridges.select(
+        "ridge", held=is_held(ridges),
+        label=np.asarray([f"{gpu} {dtype} ridge" for gpu, dtype in zip(
+            ridges["gpu"].tolist(), ridges["compute_dtype"].tolist(), strict=True)],
+            dtype=object),
+        context=data["context"].max().item())
     choices = dropdowns(chart_slice, "model") + menus(chart_slice)
     group_pick = vl.legend_selection("group")
     x = vl.field("context:Q", scale={"type": "log", "base": 2}, axis={"format": ","},
                  title="Context (tokens cached per sequence)")
     color = vl.field("group:O", title=LABELS[group].capitalize(), scale={"range": OKABE_ITO})
     opacity = vl.highlight(group_pick)
-    largest = show(data["batch"].max())
+    largest = show(data["batch"].max().item())
     tooltip = [TIPS["model"], vl.tooltip("group:Q", LABELS[group]),
                TIPS["context"],
                vl.tooltip("ceiling:Q", "ceiling, batch → ∞ (FLOP/byte)", ",.2f"),
@@ -354,15 +359,16 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
         "strokeWidth": vl.when("datum.held", 2, 1)}, name="ridges")
     # a label's height (14 px) as a factor on the log axis (its data span, plus the
     # decade Vega's rounding adds)
-    values = pl.concat([data["ceiling"], data["intensity"], ridges["ridge"]]).drop_nulls()
+    values = np.concatenate([data["ceiling"], data["intensity"], ridges["ridge"]])
+    values = values[~np.isnan(values)]
     decades = math.log10(values.max() / values.min()) + 1
     factor = 10 ** (14 * decades / HEIGHT)
-    held_rows = ridges.filter(pl.col("held"))
-    near_held = pl.lit(False)
-    for value in held_rows["ridge"]:  # the held GPU's label always prints
-        near_held = near_held | pl.col("ridge").is_between(value / factor, value * factor)
-    labelled = pl.concat([held_rows, spaced_labels(ridges.filter(~pl.col("held") & ~near_held),
-                                                   "ridge", factor)])
+    held_rows = ridges.filter(ridges["held"])
+    near_held = np.zeros(ridges.height, bool)
+    for value in held_rows["ridge"].tolist():  # the held GPU's label always prints
+        near_held |= (ridges["ridge"] >= value / factor) & (ridges["ridge"] <= value * factor)
+    labelled = Table.concat([held_rows, spaced_labels(ridges.filter(~ridges["held"] & ~near_held),
+                                                      "ridge", factor)])
     labels = vl.unit(labelled, vl.mark("text", align="right", dy=-6), {
         "x": vl.field("context:Q"), "y": vl.field("ridge:Q"), "text": vl.field("label:N"),
         "tooltip": ridge_tooltip, "color": vl.when("datum.held", "#222", "#666")},
@@ -377,6 +383,18 @@ def intensity_ceiling_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = N
                          "ridge a step is compute-bound)", grid=grid, menus=("model",))))
 
 
+def _all_ridges(frame: Frame | Table) -> Table:
+    """Every (GPU, compute dtype, ridge) of the results with a positive ridge, by
+    ridge, ties by name: which GPUs are spread over the chart never depends on the
+    order the rows came in."""
+    if isinstance(frame, Table):
+        found = frame.unique(RIDGES)
+    else:
+        found = Table.from_polars(frame.lazy().select(RIDGES).unique().collect())
+    found = found.sorted_by(["ridge", "gpu", "compute_dtype"])
+    return found.filter(positive(found, "ridge"))
+
+
 SHARE_BANDS = 10  # the heatmap's colour classes, so that its legend can select them
 BAND_WIDTH = 100 // SHARE_BANDS
 
@@ -388,26 +406,25 @@ def attention_slice(columns: Sequence[str]) -> SliceRequest:
                         menu_over=("model", "batch", "context"))
 
 
-def attention_share_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+def attention_share_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] | None = None,
                           axes: Dimensions | None = None,
                           grid: Mapping[str, Any] | None = None) -> VegaChart:
     """Attention's share of the step time, a heatmap over batch × context.
 
     In 10 % bands (the legend selects bands); × marks configurations that do not fit."""
-    import polars as pl
-
     title = "Attention's share of the decode step"
     chart_slice = attention_slice(columns_of(frame)).take(frame, fixed=fixed, axes=axes,
                                                           grid=grid)
-    data = chart_slice.data.filter(pl.col("attention_share").is_not_null())
+    data = chart_slice.data
+    data = data.filter(~np.isnan(data["attention_share"]))
     if data.is_empty():
         return empty_chart(title, "no step with a finite attention share in these results")
-    data = with_memory_note(pl, data if "fits" in data.columns
-                            else data.with_columns(fits=pl.lit(True)), grid)
+    data = with_memory_note(data if "fits" in data.columns
+                            else data.with_columns(fits=True), grid)
     cells = data.select("gpu", "model", "batch", "context", "fits", "bound", "memory",
                         *chart_slice.menu_columns,
-                        attention=pl.col("attention_share"), tok_s=pl.col("tokens_per_s"),
-                        step_ms=rounded(pl, pl.col("step_time_s") * 1e3))
+                        attention=data["attention_share"], tok_s=data["tokens_per_s"],
+                        step_ms=rounded(data["step_time_s"] * 1e3))
     bands = [f"{b}–{b + BAND_WIDTH} %" for b in range(0, 100, BAND_WIDTH)]
     band = f"floor(min(datum.attention, 0.9999) * {SHARE_BANDS}) * {BAND_WIDTH}"
     choices = dropdowns(chart_slice, "gpu", "model") + menus(chart_slice)
@@ -456,28 +473,27 @@ def gpu_comparison_slice(columns: Sequence[str]) -> SliceRequest:
                         rows_per_point=len(parts), menus=STEP_MENUS)
 
 
-def gpu_comparison_chart(frame: Frame, *, fixed: Mapping[str, Any] | None = None,
+def gpu_comparison_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] | None = None,
                          axes: Dimensions | None = None,
                          grid: Mapping[str, Any] | None = None) -> VegaChart:
     """The same workload on each GPU: step time split into parts, vs batch.
 
     One panel per GPU on a shared time axis."""
-    import polars as pl
-
     title = "Where the step's time goes, GPU by GPU"
     columns = columns_of(frame)
     parts = _time_parts(columns)
     chart_slice = gpu_comparison_slice(columns).take(frame, fixed=fixed, axes=axes, grid=grid)
     steps = chart_slice.data
-    steps = with_memory_note(pl, steps if "fits" in steps.columns
-                             else steps.with_columns(fits=pl.lit(True)), grid)
-    data = pl.concat([
+    steps = with_memory_note(steps if "fits" in steps.columns
+                             else steps.with_columns(fits=True), grid)
+    data = Table.concat([
         steps.select(
             "gpu", "model", "batch", "fits", "memory", *chart_slice.menu_columns,
-            part=pl.lit(PART_LABELS[p]),
-            ms=rounded(pl, pl.col(f"{p}_time_s") * 1e3),
-            step_ms=rounded(pl, pl.col("step_time_s") * 1e3), tok_s=pl.col("tokens_per_s"))
-        for p in parts]).filter(pl.col("ms").is_not_null())
+            part=PART_LABELS[p],
+            ms=rounded(steps[f"{p}_time_s"] * 1e3),
+            step_ms=rounded(steps["step_time_s"] * 1e3), tok_s=steps["tokens_per_s"])
+        for p in parts])
+    data = data.filter(~np.isnan(data["ms"]))
     if data.is_empty():
         return empty_chart(title, "no step in these results")
     choices = dropdowns(chart_slice, "model") + menus(chart_slice)

@@ -25,7 +25,8 @@ compare with polars itself).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -116,18 +117,36 @@ def _float_text(value: float) -> str:
     return f"{mantissa}e{'+' if power >= 0 else '-'}{abs(power)}"
 
 
-def csv_text(columns: Mapping[str, np.ndarray]) -> str:
+class CodedText(NamedTuple):
+    """A str column as codes into its distinct `names` (str or None): each name is
+    quoted once."""
+
+    codes: np.ndarray
+    names: Sequence[str | None]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+def csv_text(columns: Mapping[str, np.ndarray | CodedText]) -> str:
     """The CSV text polars writes for a frame of these columns with default options, byte
     for byte: float64 (NaN as null), any integer, bool, and str (object arrays of str or
-    None, or numpy str arrays) columns, all of one length."""
+    None, numpy str arrays, or `CodedText`) columns, all of one length."""
     lengths = {len(values) for values in columns.values()}
     if len(lengths) > 1:
         raise ValueError(f"csv_text needs columns of one length, got lengths {sorted(lengths)}")
     header = ",".join(_quoted(name) for name in columns) + "\n"
-    fields = [_column_fields(name, np.asarray(values)) for name, values in columns.items()]
+    fields = [_coded_fields(values) if isinstance(values, CodedText)
+              else _column_fields(name, np.asarray(values)) for name, values in columns.items()]
     if not fields or not fields[0]:
         return header
     return header + "\n".join(map(",".join, zip(*fields, strict=True))) + "\n"
+
+
+def _coded_fields(column: CodedText) -> list[str]:
+    fields = np.asarray([NULL_FIELD if name is None else _quoted(name)
+                         for name in column.names], dtype=object)
+    return fields[column.codes].tolist()
 
 
 def _column_fields(name: str, values: np.ndarray) -> list[str]:

@@ -2,8 +2,9 @@
 (importing altair and making its objects cost ~0.6 CPU-s a run; these dicts are what
 altair's `to_dict` wrote for the same charts, key order aside).
 
-A unit spec holds its polars frame as `data` while it is built; `VegaChart` names each
-frame once (`rows-N`, in the order the layers draw them) as `chart_files` writes it.
+A unit spec holds its rows (a `chart_table.Table`) as `data` while it is built;
+`VegaChart` names each table once (`rows-N`, in the order the layers draw them) as
+`chart_files` writes it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import polars as pl
+    from rooftui.sweeps.chart_table import Table
 
 # the Vega-Lite version the installed altair and vl-convert speak (a test checks it is
 # altair's `SCHEMA_VERSION`)
@@ -44,7 +45,7 @@ def mark(kind: str, **options: Any) -> dict:
 
 def unit(data: Any, mark_spec: dict, encoding: Mapping[str, Any], *,
          transform: Sequence[dict] = (), name: str | None = None, **more: Any) -> dict:
-    """One mark's view of `data` (a polars frame, or inline `{"values": ...}`)."""
+    """One mark's view of `data` (a `chart_table.Table`, or inline `{"values": ...}`)."""
     spec = {"data": data, "mark": mark_spec, "encoding": dict(encoding), **more}
     if transform:
         spec["transform"] = list(transform)
@@ -147,10 +148,10 @@ def title(text: str, subtitle: Sequence[str]) -> dict:
 
 
 class VegaChart:
-    """A Vega-Lite spec whose data are polars frames, named `rows-N`."""
+    """A Vega-Lite spec whose data are `chart_table.Table`s, named `rows-N`."""
 
     def __init__(self, spec: dict) -> None:
-        self.frames: dict[str, pl.DataFrame] = {}
+        self.frames: dict[str, Table] = {}
         names: dict[int, str] = {}
 
         def named(node: Any) -> Any:

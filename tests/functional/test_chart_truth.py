@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import altair as alt
+import numpy as np
 import polars as pl
 import pytest
 
@@ -454,12 +455,14 @@ def test_a_reason_never_reads_as_equal_sizes():
     """Llama-3-70B's 141.1 GB of bf16 weights on a 141 GB H200: whole GB would print
     "141 GB > 141 GB"; a decimal tells them apart."""
     from rooftui.sweeps.chart_marks import with_memory_note
+    from rooftui.sweeps.chart_table import Table
 
-    data = pl.DataFrame({"gpu": ["h200", "h100-sxm", "h100-sxm"],
-                         "fits": [False, False, True],
-                         "weight_bytes": [141.1e9, 141.1e9, 16e9],
-                         "kv_bytes": [1e9, 1e9, 17e9], "memory_reserve_gb": [0.0, 0.0, 0.0]})
-    assert with_memory_note(pl, data, None)["memory"].to_list() == [
+    data = Table({"gpu": np.array(["h200", "h100-sxm", "h100-sxm"], dtype=object),
+                  "fits": np.array([False, False, True]),
+                  "weight_bytes": np.array([141.1e9, 141.1e9, 16e9]),
+                  "kv_bytes": np.array([1e9, 1e9, 17e9]),
+                  "memory_reserve_gb": np.zeros(3)})
+    assert with_memory_note(data, None)["memory"].tolist() == [
         "weights 141.1 GB > 141.0 GB: needs TP ≥ 2", "weights 141 GB > 80 GB: needs TP ≥ 2",
         "fits: weights 16 GB + KV 17 GB of 80 GB"]
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooftui.sweeps.table_text import csv_text, float_texts, round_sig_figs, rounded
+from rooftui.sweeps.table_text import CodedText, csv_text, float_texts, round_sig_figs, rounded
 
 
 def _next_to_ten(power: int, ulps: int) -> float:
@@ -116,6 +116,21 @@ def polars_frame(columns: dict[str, np.ndarray]) -> pl.DataFrame:
 @given(columns=frames())
 def test_csv_text_is_polars_write_csv_byte_for_byte(columns):
     assert csv_text(columns) == polars_frame(columns).write_csv()
+
+
+def coded(values: np.ndarray) -> CodedText:
+    """A str column as codes into its distinct names, None first (as `Names` holds it)."""
+    names = sorted(set(values.tolist()), key=lambda v: (v is not None, v or ""))
+    place = {name: code for code, name in enumerate(names)}
+    return CodedText(np.array([place[v] for v in values.tolist()], dtype=np.int64), names)
+
+
+@settings(max_examples=200, deadline=None)
+@given(columns=frames())
+def test_a_coded_str_column_writes_as_its_text(columns):
+    as_codes = {name: coded(values) if values.dtype.kind == "O" else values
+                for name, values in columns.items()}
+    assert csv_text(as_codes) == csv_text(columns)
 
 
 def test_sink_csv_writes_the_same_bytes(tmp_path):
