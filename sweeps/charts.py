@@ -2,9 +2,10 @@
 SVG.
 
 Each chart function takes the results (a polars DataFrame or LazyFrame with the columns
-`sweep run` writes: the axes, every step metric, peaks) and returns a chart (the step
-charts a `vega_spec.VegaChart`, their spec built as plain dicts; the serving charts an
-Altair chart); the
+`sweep run` writes: the axes, every step metric, peaks; a step chart also the rows
+`sweep run` cut, a `chart_table.Table`) and returns a chart (the step charts a
+`vega_spec.VegaChart`, their spec built as plain dicts from numpy columns; the serving
+charts an Altair chart); the
 registry `CHARTS` maps a name to it and `render_charts` writes a result directory's charts
 into its `charts/` folder. The HTML embeds the Vega JavaScript (vl-convert's bundle), so
 a chart opens from a disk or an e-mail with no network at all.
@@ -70,7 +71,8 @@ inside the functions that use them (altair only by the serving charts: `sweep ru
 step grid never imports it), so importing this module stays light for the CLI and the
 TUI. `sweep run` builds its charts from the rows it cut from each shard as the shard
 landed (`chart_rows`: the slices' filters follow from the grid's axes, so they are known
-before any row), `sweep chart DIR` from the folder; the two give the same charts.
+before any row), in numpy, never importing polars; `sweep chart DIR` slices the folder
+with polars and builds the same charts from what it collects.
 """
 from __future__ import annotations
 
@@ -294,6 +296,7 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
+    from rooftui.sweeps.forked_work import map_split
     from rooftui.sweeps.output_files import make_folder
     from rooftui.sweeps.results import scan_results
     from rooftui.sweeps.shard_files import CHARTS_CLAIM, claim
@@ -302,6 +305,10 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
     result_dir = Path(out_dir)
     manifest, settings, files = chart_plan(result_dir, names, only, png, svg)
     cut = rows.charts if rows is not None else ()
+    if rows is not None:  # each row's memory note made once, not once per chart drawing it
+        from rooftui.sweeps.chart_marks import with_memory_note
+
+        rows = replace(rows, table=with_memory_note(rows.table, manifest))
     folder = scan_results(result_dir) if set(files) - set(cut) else None
     charts_dir = make_folder(result_dir / "charts")
     axes = declared_axes(manifest)
@@ -317,7 +324,7 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
         one_at_a_time = threading.Lock()
 
         def render(name: str) -> list[Path]:
-            frame = rows.frame if name in cut else folder
+            frame = rows.table if name in cut else folder
             chart = CHARTS[name](frame, fixed=settings.fixed, axes=axes, grid=manifest)
             extensions = {path.suffix for path in files[name]}
             page_only = isinstance(chart, VegaChart) and extensions == {".html"}
@@ -325,11 +332,18 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
                 return save_chart(chart, charts_dir / name, png=".png" in extensions,
                                   svg=".svg" in extensions)
 
-        # two charts at once: one's parquet scan and CSV text (polars, no GIL) run while
-        # the other builds its spec
-        with ThreadPoolExecutor(2) as pool:
-            for paths in pool.map(render, todo):
-                written += paths
+        if rows is not None and set(todo) <= set(cut) and all(
+                path.suffix == ".html" for name in todo for path in files[name]):
+            # pages from the rows in numpy (the GIL held): half in a forked child, on the
+            # core the run's workers have left
+            for paths in map_split(lambda name: [str(p) for p in render(name)], todo):
+                written += [Path(path) for path in paths]
+        else:
+            # two charts at once: one's parquet scan and CSV text (polars, no GIL) run
+            # while the other builds its spec
+            with ThreadPoolExecutor(2) as pool:
+                for paths in pool.map(render, todo):
+                    written += paths
         if written:
             titles = {name: (function.__doc__ or name).split("\n")[0].rstrip(".")
                       for name, function in CHARTS.items()}
