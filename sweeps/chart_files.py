@@ -90,18 +90,34 @@ def _vega_lite_version() -> str:
     return "_".join(VEGA_LITE_VERSION.split(".")[:2])
 
 
+def _vl_convert_release() -> str:
+    """The installed vl-convert's release, from the name of its `dist-info` folder
+    beside the package, so that reading the cached bundle loads no vl-convert (its
+    extension costs ~20 ms); else from the package itself."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vl_convert")
+    if spec is not None and spec.origin:
+        found = sorted(Path(spec.origin).parents[1].glob("vl_convert_python-*.dist-info"))
+        if len(found) == 1:
+            return found[0].name.removeprefix("vl_convert_python-").removesuffix(".dist-info")
+    import vl_convert
+
+    return vl_convert.__version__
+
+
 @functools.cache
 def vega_bundle() -> str:
     """vl-convert's vega-embed bundle: read from the disk cache, else built and cached
     (atomically; a cache that cannot be written only costs the next process the build)."""
-    import vl_convert
-
     version = _vega_lite_version()
-    path = bundle_cache_dir() / f"vega-bundle-vl-convert-{vl_convert.__version__}-{version}.js"
+    path = bundle_cache_dir() / f"vega-bundle-vl-convert-{_vl_convert_release()}-{version}.js"
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeError):
         pass
+    import vl_convert
+
     bundle = vl_convert.javascript_bundle(vl_version=version)
     with contextlib.suppress(OSError, SpecError):
         write_text_atomic(path, bundle)
@@ -109,11 +125,11 @@ def vega_bundle() -> str:
 
 
 def warm_up() -> None:
-    """Import vl-convert and read the bundle, so that a run rendering its charts at the
-    end pays for them while its shards are computed: called in the one thread that
-    imports them (`chart_rows.RowCollector`, once the workers are forked: two threads
-    importing one package could meet a circular import). A failure here is left to the
-    render, which imports them again and says what went wrong."""
+    """Read the bundle (building it, with vl-convert, on a cache miss), so that a run
+    rendering its charts at the end pays for it while its shards are computed: called
+    in the one thread that imports for the charts (`chart_rows.RowCollector`, once the
+    workers are forked: two threads importing one package could meet a circular
+    import). A failure here is left to the render, which says what went wrong."""
     with contextlib.suppress(Exception):
         vega_bundle()
 
