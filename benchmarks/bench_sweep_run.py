@@ -14,7 +14,9 @@ load), and prints the median wall times, their ratio and the run's own chart sec
 `--before-tree DIR` adds the same from a checkout of an older commit (`git worktree add
 DIR REV`), in the same minutes; `--tree DIR` measures a checkout in place of the installed
 package (so that edits made meanwhile do not reach the runs). Target (issue 19): with
-charts <= 1.5x the time without.
+charts <= 1.5x the time without. The runs read their modules' bytecode from a cache (a
+private PYTHONPYCACHEPREFIX, filled by one untimed run per tree), as an installed package
+does.
 
     python benchmarks/bench_sweep_run.py                 # both sizes, --workers 2
     python benchmarks/bench_sweep_run.py --sizes 1M --workers 1
@@ -64,12 +66,19 @@ def charts_side_by_side(folder: Path, workers: int, repeats: int,
     package imported from there, in the same minutes."""
     grid = folder / "grid.toml"
     grid.write_text(grid_text("1M"), encoding="utf-8")
-    trees = {"now": dict(os.environ)}
+    # the modules' bytecode cached, as an installed package has it, even where
+    # PYTHONDONTWRITEBYTECODE is set (it is on the development machines)
+    cached = {key: value for key, value in os.environ.items()
+              if key != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONPYCACHEPREFIX": str(folder / "pyc")}
+    trees = {"now": cached}
     for tree, checkout in (("now", now), ("before", before)):
         if checkout is not None:  # `rooftui` resolved to the checkout, ahead of this one
             (folder / tree).mkdir()
             (folder / tree / "rooftui").symlink_to(checkout.resolve())
-            trees[tree] = {**os.environ, "PYTHONPATH": str(folder / tree)}
+            trees[tree] = {**cached, "PYTHONPATH": str(folder / tree)}
+    for tree, environment in trees.items():  # untimed: compiles and caches the bytecode
+        subprocess.run(sweep_command(grid, folder / f"warm-{tree}", workers, True),
+                       capture_output=True, check=True, env=environment)
     walls: dict[tuple[str, bool], list[float]] = {}
     cpus: dict[tuple[str, bool], list[float]] = {}
     chart_seconds: dict[str, list[float]] = {}
