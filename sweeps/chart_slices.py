@@ -274,8 +274,9 @@ def take_slice(frame: Frame | Table, shown: Mapping[str, int], metrics: Sequence
     fewer than two), then the last menus (in the order given) stay held.
 
     `frame` a `chart_table.Table` (the rows `sweep run` cut from its shards) is sliced
-    in numpy, its `data` a Table; a polars frame is sliced by polars, its `data` a polars
-    frame, or a Table when `as_table` (the step charts build their specs from Tables).
+    in numpy with `axes` (without them by polars, as a frame), a polars frame by polars;
+    `data` is a Table when `as_table` (what the step charts build their specs from: then
+    `metrics` naming "memory" adds each row's memory note, last), else a polars frame.
     """
     if isinstance(frame, Table) and axes is None:  # windows over the rows: polars does them
         frame = frame.to_polars()
@@ -296,7 +297,11 @@ def take_slice(frame: Frame | Table, shown: Mapping[str, int], metrics: Sequence
     plan = _plan(shown, shown_axes, dimensions, distinct, present, metrics, fixed=fixed,
                  windows=axes is None, prefer=prefer, rows_per_point=rows_per_point,
                  grid=grid, menus=menus, menu_over=menu_over)
-    selected = list(dict.fromkeys(plan.shown + plan.chosen + plan.wanted + plan.flag_names))
+    # what a step chart's memory note reads beside the slice's own columns: each row's GPU
+    noted = as_table and "memory" in metrics and "memory" not in present
+    note_inputs = ["gpu"] if noted and "gpu" in present else []
+    selected = list(dict.fromkeys(plan.shown + plan.chosen + plan.wanted + plan.flag_names
+                                  + note_inputs))
     if isinstance(frame, Table):
         kept = frame.filter(All(tuple(plan.filters)).mask(frame.coded()))
         flags = {name: flag.mask(kept.coded())
@@ -317,13 +322,13 @@ def take_slice(frame: Frame | Table, shown: Mapping[str, int], metrics: Sequence
     if isinstance(data, Table):
         held = {a: _scalar(data[a][0]) for a in plan.chosen
                 if data.height and len(set(data[a].tolist())) == 1}
-        if "memory" in metrics and "memory" not in data.columns:
+        if noted:
             from rooftui.sweeps.chart_marks import with_memory_note
 
-            # of the values as computed, not rounded (as `render_charts` notes the rows
-            # `sweep run` cut); a grid of one GPU holds it without a column
-            gpus = distinct.get("gpu") or []
-            data = with_memory_note(data, grid, gpu=gpus[0] if len(gpus) == 1 else None)
+            # of the values as computed, not rounded, as `render_charts` notes the rows
+            # `sweep run` cut; results without `fits` (an older format) fit
+            data = with_memory_note(data if "fits" in data.columns
+                                    else data.with_columns(fits=True), grid)
         columns = [c for c in (*plan.shown, *plan.wanted, *plan.flag_names) if c != "memory"]
         data = tidy_table(data.select(*columns, *(["memory"] if "memory" in data.columns
                                                   else [])))

@@ -305,11 +305,7 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
     result_dir = Path(out_dir)
     manifest, settings, files = chart_plan(result_dir, names, only, png, svg)
     cut = rows.charts if rows is not None else ()
-    if rows is not None:  # each row's memory note made once, not once per chart drawing it
-        from rooftui.sweeps.chart_marks import with_memory_note
-
-        rows = replace(rows, table=with_memory_note(rows.table, manifest))
-    folder = scan_results(result_dir) if set(files) - set(cut) else None
+    folder = scan_results(result_dir) if rows is None else None
     charts_dir = make_folder(result_dir / "charts")
     axes = declared_axes(manifest)
     written = []
@@ -318,6 +314,12 @@ def render_charts(out_dir: Path | str, names: Sequence[str] | Mapping | None = N
             leftover.unlink(missing_ok=True)
         stale = set(_stale(result_dir, files) if stale_only else files)
         todo = [name for name in files if name in stale]
+        if rows is not None and set(todo) - set(cut):  # only what is drawn reads the folder
+            folder = scan_results(result_dir)
+        if set(todo) & set(cut):  # each row's memory note once, not once per chart
+            from rooftui.sweeps.chart_marks import with_memory_note
+
+            rows = replace(rows, table=with_memory_note(rows.table, manifest))
 
         # altair's data transformers and vl-convert's converter are the process's own:
         # an Altair chart or a picture is saved by one thread at a time

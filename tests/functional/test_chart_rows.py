@@ -104,6 +104,40 @@ def test_run_charts_equal_chart_from_the_folder(result_dir, tmp_path):
     assert made == rerendered(result_dir, tmp_path)
 
 
+FIXED_GPU = """
+name = "chart-rows-one-gpu"
+kind = "step"
+[fixed]
+gpu = "h100-sxm"
+[axes]
+model = ["llama-3-8b", "llama-3-70b"]
+group_size = [1, 4, 8]
+context = [1024, 32768, 131072]
+batch = [1, 32, 512]
+"""
+
+
+def test_run_charts_equal_chart_from_the_folder_with_the_gpu_fixed(tmp_path):
+    """The GPU a memory note needs is no column of the slice when the grid fixes it:
+    both paths still name the same GPU's memory."""
+    out = tmp_path / "out"
+    run_sweep("run", grid_file(tmp_path, FIXED_GPU), "--out", out)
+    made = page_specs(out / "charts")
+    assert made == rerendered(out, tmp_path)
+    notes = set()
+    for name, page in made.items():
+        for rows in page["datasets"].values():
+            header = next((row for row in rows if "memory" in row), None) if isinstance(
+                rows, list) else None
+            if header is not None:
+                notes |= {(name, row[header.index("memory")]) for row in rows
+                          if row is not header}
+    assert {name for name, _ in notes} == set(charts.DEFAULT_CHARTS)
+    fitting = [note for _, note in notes if note.startswith("fits:")]
+    assert fitting and all(" of 80 GB" in note for note in fitting)  # the H100's memory
+    assert "exceeds GPU memory" not in {note for _, note in notes}
+
+
 def test_a_resumed_run_cuts_the_shards_it_did_not_write(tmp_path):
     grid = grid_file(tmp_path)
     out = tmp_path / "out"
@@ -145,8 +179,9 @@ def drawn(request, frame, axes, manifest, fixed) -> tuple:
     piece = request.take(frame, fixed=fixed, axes=axes, grid=manifest)
     table = frame if isinstance(frame, Table) else Table.from_polars(frame.lazy().collect())
     groups = [table.unique(group).sorted_by(group).to_dicts() for group in request.whole]
-    return (piece.data.to_dicts(), piece.kept, piece.fixed, piece.menus, piece.opening,
-            groups)
+    held_types = {axis: type(value).__name__ for axis, value in piece.fixed.items()}
+    return (piece.data.to_dicts(), piece.kept, piece.fixed, held_types, piece.menus,
+            piece.opening, groups)
 
 
 def assert_same_table(found: Table, expected: Table) -> None:
@@ -258,7 +293,8 @@ def test_sweep_run_forks_its_workers_before_importing_polars(tmp_path):
     """A forked worker must not inherit polars (it deadlocks there once the parent has
     used its pool) nor a package another thread is importing: the parent imports
     neither polars nor pyarrow before its workers start, and renders its charts from
-    the rows they kept without ever importing polars (~0.3 CPU-s a run)."""
+    the rows they kept without ever importing polars (~0.3 CPU-s a run), half of the
+    pages in a forked child."""
     grid = grid_file(tmp_path)
     out = tmp_path / "out"
     script = f"""
@@ -271,7 +307,10 @@ def watched(self, *args, **kwargs):
         seen.append(sorted(m for m in ("polars", "pyarrow") if m in sys.modules))
     return submit(self, *args, **kwargs)
 ProcessPoolExecutor.submit = watched
-from rooftui.sweeps import chart_rows
+from rooftui.sweeps import chart_rows, forked_work
+forks = []
+fork = forked_work._in_child
+forked_work._in_child = lambda work: forks.append(1) or fork(work)
 cut_from_files = []
 original = chart_rows.cut_shard
 chart_rows.cut_shard = lambda *a: cut_from_files.append(1) or original(*a)
@@ -281,9 +320,10 @@ try:
           "--workers", "2"])
 except SystemExit as end:
     assert not end.code, end.code
-print(seen, len(cut_from_files), "polars" in sys.modules)
+print(seen, len(cut_from_files), "polars" in sys.modules, len(forks))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=True)
-    assert done.stdout.strip().splitlines()[-1] == "[[]] 0 False", done.stdout + done.stderr
+    # ... and shares the pages with one forked child
+    assert done.stdout.strip().splitlines()[-1] == "[[]] 0 False 1", done.stdout + done.stderr
     assert page_specs(out / "charts") == rerendered(out, tmp_path)
