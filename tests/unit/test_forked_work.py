@@ -1,7 +1,9 @@
 """`forked_work.map_split`: the same results, in order, whichever process computed each
-item; the child's errors come back as the parent's; a child that dies leaves its items
-to the parent. Each case runs in a fresh interpreter: forking needs one thread and no
-polars, which the test process may have."""
+item; the child's errors come back as the parent's; the parent's own errors (Ctrl-C
+included) win; a child that dies leaves its items to the parent. Each case runs in a
+fresh interpreter (forking needs one thread and none of polars, pyarrow or vl-convert,
+which the test process may have) and each process waits, on its first item, until the
+other has taken one, however slow the machine."""
 
 from __future__ import annotations
 
@@ -12,99 +14,131 @@ import sys
 import pytest
 
 PREAMBLE = """
-import json, os, sys
+import json, os, sys, tempfile, time
+from pathlib import Path
 from rooftui.sweeps import forked_work
 parent = os.getpid()
 assert forked_work.can_fork(), "this case needs a process that can fork"
+markers = Path(tempfile.mkdtemp())
+began = markers / "child-began"
+
+def in_child():
+    return os.getpid() != parent
+
+def both_take_one():
+    # on each process's first item: wait until the other has taken one too (however
+    # slow the machine), so that neither takes every item
+    if (markers / f"{os.getpid()}").exists():
+        return
+    (markers / f"{os.getpid()}").touch()
+    if in_child():
+        began.touch()
+    for _ in range(6000):
+        if len(list(markers.iterdir())) >= 3:  # both processes' marks and the child's
+            return
+        time.sleep(0.01)
+
+def outcome(work, items):
+    # what the caller of map_split sees: its result, or the error it raised
+    try:
+        return {"result": forked_work.map_split(work, items)}
+    except BaseException as error:
+        return {"error": type(error).__name__, "message": str(error)}
 """
-
-
-def run(body: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", PREAMBLE + body], capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
 
 needs_fork = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="map_split forks only on Linux")
 
 
+def run(body: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", PREAMBLE + body], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @needs_fork
 def test_results_in_order_from_both_processes():
     found = run("""
-import tempfile, time
-from pathlib import Path
-began = Path(tempfile.mkdtemp()) / "child-began"
 def work(item):
-    if os.getpid() != parent:
-        began.touch()
-    else:  # the parent waits for the child to take one (however slow the machine)
-        for _ in range(3000):
-            if began.exists():
-                break
-            time.sleep(0.01)
-    return [item * item, os.getpid() == parent]
-results = forked_work.map_split(work, list(range(12)))
-print(json.dumps(results))
-""")
+    both_take_one()
+    return [item * item, in_child()]
+print(json.dumps(outcome(work, list(range(12)))))
+""")["result"]
     assert [square for square, _ in found] == [i * i for i in range(12)]
-    assert {here for _, here in found} == {True, False}  # each process took some
+    assert {child for _, child in found} == {True, False}  # each process took some
 
 
 @needs_fork
 def test_a_spec_error_in_the_child_is_a_spec_error_here():
     found = run("""
-import time
 from rooftui.core.errors import SpecError
 def work(item):
-    if os.getpid() != parent:
+    both_take_one()
+    if in_child():
         raise SpecError(f"item {item} is bad")
-    time.sleep(0.2)  # leaves the child an item to take
     return item
-try:
-    forked_work.map_split(work, [1, 2, 3])
-except SpecError as error:
-    print(json.dumps({"error": str(error)}))
+print(json.dumps(outcome(work, [1, 2, 3])))
 """)
-    assert found["error"].startswith("item ") and found["error"].endswith(" is bad")
+    assert found["error"] == "SpecError"
+    assert found["message"] in {"item 1 is bad", "item 2 is bad", "item 3 is bad"}
 
 
 @needs_fork
 def test_another_error_in_the_child_carries_its_traceback():
     found = run("""
-import time
 def work(item):
-    if os.getpid() != parent:
-        raise ZeroDivisionError("in the child")
-    time.sleep(0.2)
+    both_take_one()
+    if in_child():
+        return {item}  # not JSON: its result cannot travel
     return item
-try:
-    forked_work.map_split(work, [1, 2, 3])
-except RuntimeError as error:
-    print(json.dumps({"error": str(error)}))
+print(json.dumps(outcome(work, [1, 2, 3])))
 """)
-    assert "ZeroDivisionError: in the child" in found["error"]
-    assert "Traceback" in found["error"]
+    assert found["error"] == "RuntimeError"
+    assert "Traceback" in found["message"] and "not JSON serializable" in found["message"]
+
+
+@needs_fork
+def test_the_parents_own_error_wins():
+    found = run("""
+def work(item):
+    both_take_one()
+    if in_child():
+        raise ZeroDivisionError("in the child")
+    raise KeyError(f"here, item {item}")
+print(json.dumps(outcome(work, list(range(8)))))
+""")
+    assert found["error"] == "KeyError" and found["message"].startswith("'here, item ")
+
+
+@needs_fork
+def test_ctrl_c_stays_a_keyboard_interrupt():
+    found = run("""
+def work(item):
+    both_take_one()
+    if not in_child():
+        raise KeyboardInterrupt
+    return item
+print(json.dumps(outcome(work, list(range(8)))))
+""")
+    assert found["error"] == "KeyboardInterrupt"
 
 
 @needs_fork
 def test_a_killed_child_leaves_its_items_to_the_parent():
     found = run("""
-import time
 def work(item):
-    if os.getpid() != parent:
+    both_take_one()
+    if in_child():
         os._exit(9)  # dies without a word, its item taken
-    time.sleep(0.2)
     return item * 10
-print(json.dumps(forked_work.map_split(work, [1, 2, 3, 4])))
+print(json.dumps([outcome(work, [1, 2, 3, 4]), began.exists()]))
 """)
-    assert found == [10, 20, 30, 40]
+    assert found == [{"result": [10, 20, 30, 40]}, True]
 
 
 def test_without_a_fork_everything_runs_here():
     from rooftui.sweeps import forked_work
 
     assert forked_work.map_split(lambda item: item + 1, [1]) == [2]
-    assert json.dumps(forked_work.map_split(str, list(range(300)))) == json.dumps(
-        [str(i) for i in range(300)])  # past 255 items: no fork
+    assert forked_work.map_split(str, list(range(300))) == [str(i) for i in range(300)]
