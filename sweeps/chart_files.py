@@ -202,7 +202,7 @@ def spec_text(spec: dict, frames: Mapping[str, pl.DataFrame | Table]) -> str:
 def _parse_formats(frame: pl.DataFrame | Table) -> dict[str, str]:
     """The Vega `format.parse` of a frame's numeric and boolean columns."""
     if isinstance(frame, Table):
-        kinds = {"f": "number", "i": "number", "b": "boolean"}
+        kinds = {"f": "number", "i": "number", "u": "number", "b": "boolean"}
         return {column: kinds[frame.kind(column)] for column in frame.columns
                 if frame.kind(column) in kinds}
     import polars as pl

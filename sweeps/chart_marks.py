@@ -239,7 +239,7 @@ def _memory_notes(data: Table, grid: Mapping[str, Any] | None, gpu: str | None
                         dtype=np.float64)
     reserve = (np.nan_to_num(data["memory_reserve_gb"], nan=0.0)
                if "memory_reserve_gb" in data.columns else np.zeros(height))
-    tp = data["tp"] if "tp" in data.columns else np.ones(height, np.int64)
+    tp = np.nan_to_num(data["tp"], nan=1.0) if "tp" in data.columns else np.ones(height)
     weights = data["weight_bytes"]
     kv = data["kv_bytes"] if "kv_bytes" in data.columns else np.full(height, math.nan)
     room = capacity - reserve * 1e9  # what weights + KV may use
@@ -294,7 +294,7 @@ def with_batch_fit(pl, data: pl.DataFrame, held: Mapping[str, Any]) -> pl.DataFr
 
 
 def _gigabytes(value: float) -> str:
-    """Bytes as 'N GB' ('1.1 TB' past a thousand), as `byte_text` writes them."""
+    """Bytes as 'N GB' ('1.1 TB' past a thousand), as `byte_texts` writes them."""
     if value >= 1e12:
         return f"{value / 1e12:.2g} TB"
     return f"{value / 1e9:.0f} GB" if value >= 10e9 else f"{value / 1e9:.2g} GB"

@@ -209,7 +209,7 @@ class RowCollector:
             self.pool.shutdown()
         if kept:
             tables.append(self._table(kept))
-        return ChartRows(self.cut.charts, Table.concat(tables))
+        return ChartRows(self.cut.charts, Table.concat(tables)) if tables else None
 
     def _table(self, pieces: list[Columns]) -> Table:
         return rows_table({name: np.concatenate([piece[name] for piece in pieces])

@@ -5,10 +5,10 @@ A column is float64 (NaN: null, as a chart's rows have no NaN of their own: `rou
 makes a value that is not finite null), int64, bool, or `Names` (text as codes into its
 sorted distinct names, as a shard stores them: sorting, grouping and filtering compare
 integers; an object array of str given to a Table becomes one). The operations are the
-few the charts use, each with the semantics of the polars call it replaces: `first_rows` sorts as polars sorts (names by their text, stable),
-`derived_columns` computes the metrics `results.with_derived` adds with the same
-operations (to the last bit), and the CSV text (`table_text.csv_text`) is what polars
-writes. `sweep chart DIR` scans the folder with polars and hands the slice it collects
+few the charts use, each with the semantics of the polars call it replaces:
+`first_rows` sorts as polars sorts (names by their text, stable), `derived_columns`
+computes the metrics `results.with_derived` adds with the same operations (to the last
+bit), and the CSV text (`table_text.csv_text`) is what polars writes. `sweep chart DIR` scans the folder with polars and hands the slice it collects
 to the same code (`Table.from_polars`), so both give one set of pages.
 
 numpy and the standard library only.
@@ -165,9 +165,6 @@ class Table:
         return Table({**self.data, **{name: column_of(value, self.height)
                                       for name, value in new.items()}})
 
-    def drop(self, *names: str) -> Table:
-        return Table((n, v) for n, v in self.data.items() if n not in names)
-
     def rename(self, names: Mapping[str, str]) -> Table:
         return Table((names.get(n, n), v) for n, v in self.data.items())
 
@@ -238,8 +235,10 @@ class Table:
 
     @staticmethod
     def from_polars(frame: pl.DataFrame) -> Table:
-        """A collected polars frame: names (String, Categorical) as str, nulls as NaN in
-        float columns (and None in name columns)."""
+        """A collected polars frame: names (String, Categorical) as `Names` (a null as
+        the name None), a null number as NaN (an integer column holding one becomes
+        float), a null boolean as False. The charts' rows hold no nulls (the runner
+        writes NaN); a NaN sorts and groups as polars sorts and groups a NaN."""
         import polars as pl
 
         columns = {}
@@ -307,7 +306,8 @@ def derived_columns(columns: Mapping[str, np.ndarray], wanted: Sequence[str]
         part = bound.removesuffix("_bound")
         rules[f"{part}_intensity"] = (
             (f"{part}_flops", f"{part}_bytes"),
-            (lambda: np.zeros(len(step))) if part.endswith("activations")
+            (lambda part=part: np.zeros(len(columns[f"{part}_flops"])))
+            if part.endswith("activations")
             else (lambda part=part: columns[f"{part}_flops"] / columns[f"{part}_bytes"]))
         rules[f"{part}_compute_bound"] = ((bound,),
                                           lambda bound=bound: columns[bound] == "compute")

@@ -170,7 +170,8 @@ class VegaChart:
         self.spec = {**TOP, **named(spec)}
 
     def spec_dict(self) -> dict:
-        """The spec, its frames by name (a copy: writing it names their formats)."""
+        """The spec, its data as references (`{"name": "rows-N"}`) to `frames` (a
+        copy: writing it gives each reference its format)."""
         return copy.deepcopy(self.spec)
 
     def to_dict(self, validate: bool = True) -> dict:

@@ -47,6 +47,7 @@ def test_first_rows_sorted_are_polars_first_rows(frame, data):
     expected = first_rows(pl, frame.lazy(), keys)
     found = Table.from_polars(frame).first_rows(keys, sort=True)
     assert found.to_dicts() == expected.to_dicts()
+    assert found.to_polars().schema == expected.schema  # no int turned float or bool
 
 
 @settings(max_examples=300, deadline=None)
@@ -68,6 +69,7 @@ def test_first_rows_in_order_are_polars_unique_in_order(frame, data):
 def test_a_table_round_trips_through_polars(frame):
     table = Table.from_polars(frame)
     assert table.to_polars().to_dicts() == frame.to_dicts()
+    assert table.to_polars().schema == frame.schema
     assert Table.concat([table, table]).to_dicts() == pl.concat([frame, frame]).to_dicts()
 
 

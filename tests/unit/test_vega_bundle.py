@@ -26,7 +26,7 @@ def test_the_cache_is_keyed_by_the_installed_release():
 def test_a_cached_bundle_is_read_without_loading_vl_convert(tmp_path):
     environment = {**os.environ, "ROOFTUI_CACHE_DIR": str(tmp_path)}
 
-    def read() -> str:
+    def read() -> list[str]:
         return subprocess.run([sys.executable, "-c", READ], env=environment, check=True,
                               capture_output=True, text=True).stdout.split()
 
