@@ -31,7 +31,7 @@ import numpy as np
 
 from rooftui.core.errors import SpecError
 from rooftui.sweeps.chart_table import Names, Table, derived_columns
-from rooftui.sweeps.row_filters import AnyOf, Rows, with_derived_columns
+from rooftui.sweeps.row_filters import AnyOf, Rows
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -122,7 +122,7 @@ class ShardRows:
                            for name in self.pieces[0]})
 
     def _kept(self, stored: Columns) -> Columns:
-        rows = Rows(with_derived_columns(stored, self.tested), self.dictionaries)
+        rows = Rows(derived_columns(stored, self.tested), self.dictionaries)
         kept = np.flatnonzero(self.cut.rows.mask(rows))
         return {name: values[kept] for name, values in stored.items()}
 

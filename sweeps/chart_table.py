@@ -8,8 +8,9 @@ integers; an object array of str given to a Table becomes one). The operations a
 few the charts use, each with the semantics of the polars call it replaces:
 `first_rows` sorts as polars sorts (names by their text, stable), `derived_columns`
 computes the metrics `results.with_derived` adds with the same operations (to the last
-bit), and the CSV text (`table_text.csv_text`) is what polars writes. `sweep chart DIR` scans the folder with polars and hands the slice it collects
-to the same code (`Table.from_polars`), so both give one set of pages.
+bit), and the CSV text (`table_text.csv_text`) is what polars writes. `sweep chart DIR`
+scans the folder with polars and hands the slice it collects to the same code
+(`Table.from_polars`), so both give one set of pages.
 
 numpy and the standard library only.
 """
@@ -43,7 +44,7 @@ class Names:
     def of(values: Iterable[str | None]) -> Names:
         """Names from text (None kept as a name of its own, sorted first)."""
         values = list(values)
-        names = sorted(set(values), key=lambda name: (name is not None, name or ""))
+        names = sorted(set(values), key=_text_order)
         place = {name: code for code, name in enumerate(names)}
         return Names(np.fromiter((place[v] for v in values), np.int64, len(values)), names)
 
@@ -85,11 +86,15 @@ class Names:
         names = columns[0].names
         if all(column.names == names for column in columns):
             return Names(np.concatenate([c.codes for c in columns]), names)
-        merged = sorted(set().union(*(c.names for c in columns)),
-                        key=lambda name: (name is not None, name or ""))
+        merged = sorted(set().union(*(c.names for c in columns)), key=_text_order)
         place = {name: code for code, name in enumerate(merged)}
         return Names(np.concatenate([np.asarray([place[n] for n in c.names], np.int64)[c.codes]
                                      if c.names else c.codes for c in columns]), merged)
+
+
+def _text_order(name: str | None) -> tuple[bool, str]:
+    """Names sorted by their text, None first (as polars sorts a null)."""
+    return name is not None, name or ""
 
 
 def _index_of(names: list, name: Any) -> int | None:
@@ -103,12 +108,10 @@ Column = np.ndarray | Names
 
 
 def column_of(value: Any, height: int) -> Column:
-    """`value` as a column of `height` rows: an array as it is (text as `Names`), a
-    scalar repeated."""
-    if isinstance(value, Names):
+    """`value` as a column of `height` rows: a column as it is (a `Table` makes text
+    `Names`), a scalar repeated."""
+    if isinstance(value, Names | np.ndarray):
         return value
-    if isinstance(value, np.ndarray):
-        return Names.of(value.tolist()) if value.dtype.kind in "OU" else value
     if isinstance(value, str) or value is None:
         return Names(np.zeros(height, np.int64), [value])
     if isinstance(value, bool | np.bool_):
@@ -270,10 +273,11 @@ def _combination_codes(columns: Sequence[Column]) -> np.ndarray:
                              for values in columns])
 
 
-def derived_columns(columns: Mapping[str, np.ndarray], wanted: Sequence[str]
-                    ) -> dict[str, np.ndarray]:
-    """`columns` (a shard's stored columns, names as str) with the derived metrics in
-    `wanted` that they lack, computed as `results.with_derived` computes them."""
+def derived_columns(columns: Mapping[str, Column], wanted: Iterable[str]
+                    ) -> dict[str, Column]:
+    """`columns` (a shard's stored columns) with the derived metrics in `wanted` that
+    they lack, computed as `results.with_derived` computes them (a part's
+    `*compute_bound` reads its bound word: names as `Names`, not a shard's codes)."""
     found = dict(columns)
     step = columns.get("step_time_s")
     batch = columns.get("batch")

@@ -25,12 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from rooftui.core.closed_forms import ridge
-
-# Stored columns' ratios a mask may test (the ridge groups of the intensity chart), as
-# `results.with_derived` computes them (to the last bit; a test compares them).
-DERIVED = {"ridge": lambda c: ridge(c["peak_flops"], c["bandwidth_bytes_per_s"])}
-
 
 @dataclass(frozen=True)
 class Rows:
@@ -250,16 +244,6 @@ class FirstDistinct:
         kept = np.zeros(rows.length, bool)
         kept[where[np.unique(key, return_index=True)[1]]] = True
         return kept
-
-
-def with_derived_columns(columns: Mapping[str, np.ndarray], needed: set[str]
-                         ) -> dict[str, np.ndarray]:
-    """`columns` with the ratios in `needed` that they lack (`DERIVED`)."""
-    found = dict(columns)
-    for name in needed - set(columns):
-        if name in DERIVED:
-            found[name] = DERIVED[name](columns)
-    return found
 
 
 def combination_keys(columns: Sequence[tuple[np.ndarray, int | None]]) -> np.ndarray:

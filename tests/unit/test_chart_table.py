@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooftui.sweeps.chart_slices import first_rows
-from rooftui.sweeps.chart_table import Names, Table, positive
+from rooftui.sweeps.chart_table import Names, Table, derived_columns, positive
+from rooftui.sweeps.results import with_derived
 
 NAMES = ["h100-sxm", "a100-80gb", "b200", "H200", "l40s", "mi300x", "bf16", "fp8", ""]
 
@@ -94,3 +95,16 @@ def test_positive_is_a_log_scales_rows():
                    "n": np.array([1, 1, 1, 1, 0])})
     assert positive(table, "x").tolist() == [True, False, False, False, True]
     assert positive(table, "x", "n").tolist() == [True, False, False, False, False]
+
+
+@settings(max_examples=50, deadline=None)
+@given(peak=st.lists(st.floats(1e9, 1e16), min_size=1, max_size=20),
+       bandwidth=st.floats(1e9, 1e13))
+def test_the_ratios_a_mask_derives_equal_the_folders(peak, bandwidth):
+    """`derived_columns` computes the ratio a mask tests (the ridge) as
+    `results.with_derived` does, to the last bit."""
+    columns = {"peak_flops": np.array(peak),
+               "bandwidth_bytes_per_s": np.full(len(peak), bandwidth)}
+    derived = derived_columns(columns, ["ridge"])
+    expected = with_derived(pl.DataFrame(columns))
+    assert derived["ridge"].tobytes() == expected["ridge"].to_numpy().tobytes()

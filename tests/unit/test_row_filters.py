@@ -12,9 +12,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooftui.sweeps.results import with_derived
 from rooftui.sweeps.row_filters import (
-    DERIVED,
     All,
     AnyOf,
     Compare,
@@ -23,7 +21,6 @@ from rooftui.sweeps.row_filters import (
     IsIn,
     Own,
     Rows,
-    with_derived_columns,
 )
 
 NAMES = {"model": ("m0", "m1", "m2"), "gpu": ("g0", "g1")}  # as a shard's dictionaries
@@ -109,14 +106,3 @@ def test_the_first_row_of_each_combination_is_kept_in_order():
     assert kept.tolist() == [True, True, False, True, False]  # NaN equals NaN
 
 
-@settings(max_examples=50, deadline=None)
-@given(peak=st.lists(st.floats(1e9, 1e16), min_size=1, max_size=20),
-       bandwidth=st.floats(1e9, 1e13))
-def test_the_ratios_a_mask_derives_equal_the_folders(peak, bandwidth):
-    """`DERIVED` computes what `results.with_derived` does, to the last bit."""
-    columns = {"peak_flops": np.array(peak),
-               "bandwidth_bytes_per_s": np.full(len(peak), bandwidth)}
-    derived = with_derived_columns(columns, set(DERIVED))
-    expected = with_derived(pl.DataFrame(columns))
-    for name in DERIVED:
-        assert derived[name].tobytes() == expected[name].to_numpy().tobytes(), name
