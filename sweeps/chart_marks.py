@@ -207,12 +207,11 @@ def byte_texts(values: np.ndarray) -> list[str]:
 MEMORY_COLUMNS = ("fits", "weight_bytes", "kv_bytes", "memory_reserve_gb", "tp", "memory")
 
 
-def with_memory_note(data: Table, grid: Mapping[str, Any] | None,
-                     gpu: str | None = None) -> Table:
+def with_memory_note(data: Table, grid: Mapping[str, Any] | None) -> Table:
     """`data` with `memory` last: why a row does not fit ("weights 141 GB > 80 GB: needs
     TP ≥ 2", "KV 1.1 TB > 65 GB free") or what it uses when it does. Needs `fits` and the
-    byte columns; the GPU's memory comes from the grid's spec (or the shipped one),
-    `gpu` naming it when the data has no gpu column. Rows that hold their note already
+    byte columns; each row's GPU's memory comes from the grid's spec (or the shipped
+    one), unknown without a gpu column. Rows that hold their note already
     (`render_charts` notes the rows `sweep run` cut once, for all its charts) keep it."""
     if "memory" in data.columns:
         return data.select(*(c for c in data.columns if c != "memory"), "memory")
@@ -222,17 +221,16 @@ def with_memory_note(data: Table, grid: Mapping[str, Any] | None,
     inputs = [c for c in ("gpu", "fits", "weight_bytes", "kv_bytes", "memory_reserve_gb", "tp")
               if c in data.columns]
     firsts, inverse = data.unique_index(inputs)
-    notes = _memory_notes(data.take(firsts), grid, gpu)
+    notes = _memory_notes(data.take(firsts), grid)
     return data.with_columns(memory=Names.of(notes)[inverse])
 
 
-def _memory_notes(data: Table, grid: Mapping[str, Any] | None, gpu: str | None
-                  ) -> list[str]:
+def _memory_notes(data: Table, grid: Mapping[str, Any] | None) -> list[str]:
     """Each row's note (`with_memory_note`)."""
     from rooftui.sweeps.chart_slices import gpu_memory_bytes
 
     height = data.height
-    gpus = data["gpu"].tolist() if "gpu" in data.columns else [gpu] * height
+    gpus = data["gpu"].tolist() if "gpu" in data.columns else [None] * height
     memory = {g: gpu_memory_bytes(grid, str(g)) if g is not None else None
               for g in dict.fromkeys(gpus)}
     capacity = np.array([math.nan if memory[g] is None else memory[g] for g in gpus],

@@ -276,7 +276,8 @@ def take_slice(frame: Frame | Table, shown: Mapping[str, int], metrics: Sequence
     `frame` a `chart_table.Table` (the rows `sweep run` cut from its shards) is sliced
     in numpy with `axes` (without them by polars, as a frame), a polars frame by polars;
     `data` is a Table when `as_table` (what the step charts build their specs from: then
-    `metrics` naming "memory" adds each row's memory note, last), else a polars frame.
+    `metrics` naming `fits` adds it, true, to results without it, and naming "memory"
+    adds each row's memory note, last), else a polars frame.
     """
     if isinstance(frame, Table) and axes is None:  # windows over the rows: polars does them
         frame = frame.to_polars()
@@ -322,14 +323,16 @@ def take_slice(frame: Frame | Table, shown: Mapping[str, int], metrics: Sequence
     if isinstance(data, Table):
         held = {a: _scalar(data[a][0]) for a in plan.chosen
                 if data.height and len(set(data[a].tolist())) == 1}
+        columns = [c for c in (*plan.shown, *plan.wanted, *plan.flag_names) if c != "memory"]
+        if as_table and "fits" in metrics and "fits" not in data.columns:
+            data = data.with_columns(fits=True)  # results of an older format: all fit
+            columns.append("fits")
         if noted:
             from rooftui.sweeps.chart_marks import with_memory_note
 
             # of the values as computed, not rounded, as `render_charts` notes the rows
-            # `sweep run` cut; results without `fits` (an older format) fit
-            data = with_memory_note(data if "fits" in data.columns
-                                    else data.with_columns(fits=True), grid)
-        columns = [c for c in (*plan.shown, *plan.wanted, *plan.flag_names) if c != "memory"]
+            # `sweep run` cut
+            data = with_memory_note(data, grid)
         data = tidy_table(data.select(*columns, *(["memory"] if "memory" in data.columns
                                                   else [])))
     else:

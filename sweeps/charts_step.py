@@ -89,8 +89,6 @@ def roofline_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] | None = No
     data = chart_slice.data
     if "compute_dtype" not in data.columns:
         data = data.with_columns(compute_dtype=chart_slice.fixed.get("compute_dtype", ""))
-    if "fits" not in data.columns:
-        data = data.with_columns(fits=True)
 
     def part_rows(part: str) -> Table:
         prefix = "" if part == "step" else f"{part}_"
@@ -214,8 +212,6 @@ def throughput_vs_batch_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] 
     data = data.filter(positive(data, "batch", "tokens_per_s"))
     if data.is_empty():
         return empty_chart(title, "no decode step (batch > 0) in these results")
-    if "fits" not in data.columns:
-        data = data.with_columns(fits=True)
     # in the rows' order: the page's bytes the same from run to run
     keys = ["gpu", "model", "context", *held_menus]
     limits = data.first_rows(keys, sort=False).select(*keys, "max_batch")
@@ -306,8 +302,6 @@ def intensity_ceiling_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] | 
         {group: "group", "intensity_ceiling": "ceiling"})
     if data.is_empty():
         return empty_chart(title, "no decode step with context > 0 in these results")
-    if "fits" not in data.columns:
-        data = data.with_columns(fits=True)
     held_gpu = chart_slice.fixed.get("gpu")
     held_dtype = chart_slice.fixed.get("compute_dtype")
     all_ridges = _all_ridges(frame)
@@ -418,8 +412,6 @@ def attention_share_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] | No
     data = data.filter(~np.isnan(data["attention_share"]))
     if data.is_empty():
         return empty_chart(title, "no step with a finite attention share in these results")
-    if "fits" not in data.columns:
-        data = data.with_columns(fits=True)
     cells = data.select("gpu", "model", "batch", "context", "fits", "bound", "memory",
                         *chart_slice.menu_columns,
                         attention=data["attention_share"], tok_s=data["tokens_per_s"],
@@ -483,8 +475,6 @@ def gpu_comparison_chart(frame: Frame | Table, *, fixed: Mapping[str, Any] | Non
     parts = _time_parts(columns)
     chart_slice = gpu_comparison_slice(columns).take(frame, fixed=fixed, axes=axes, grid=grid)
     steps = chart_slice.data
-    if "fits" not in steps.columns:
-        steps = steps.with_columns(fits=True)
     data = Table.concat([
         steps.select(
             "gpu", "model", "batch", "fits", "memory", *chart_slice.menu_columns,

@@ -30,18 +30,17 @@ def row():
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(row(), min_size=1, max_size=40),
-       st.sets(st.sampled_from(["gpu", "memory_reserve_gb", "tp"])), st.sampled_from(GPUS))
-def test_each_row_gets_the_note_it_gets_alone(rows, dropped, held_gpu):
+       st.sets(st.sampled_from(["gpu", "memory_reserve_gb", "tp"])))
+def test_each_row_gets_the_note_it_gets_alone(rows, dropped):
     data = Table({name: np.array([r[name] for r in rows], dtype=kind)
                   for name, kind in KINDS.items() if name not in dropped})
-    noted = with_memory_note(data, None, gpu=held_gpu)
+    noted = with_memory_note(data, None)
     assert noted.columns == [*data.columns, "memory"]
     for name in data.columns:
         np.testing.assert_array_equal(noted[name], data[name])
     # the note formula on every row as it stands (no distinct inputs, no lookup)
-    direct = _memory_notes(data.select(*(c for c in data.columns if c != "batch")), None,
-                           held_gpu)
+    direct = _memory_notes(data.select(*(c for c in data.columns if c != "batch")), None)
     assert noted["memory"].tolist() == direct
-    alone = [with_memory_note(data.take([i]), None, gpu=held_gpu)["memory"][0]
+    alone = [with_memory_note(data.take([i]), None)["memory"][0]
              for i in range(data.height)]
     assert alone == direct
