@@ -50,7 +50,18 @@ needs_fork = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="map_split forks only on Linux")
 
 
-def run(body: str) -> dict:
+def split(in_the_child: str, here: str, items: str, preamble: str = "") -> dict:
+    """What `map_split(work, items)` gives in a fresh interpreter (its result, or the
+    error it raised, and whether the child took an item), `work` running the statement
+    `in_the_child` in the child and `here` in the parent, each on `item`."""
+    body = f"""{preamble}
+def work(item):
+    both_take_one()
+    if in_child():
+        {in_the_child}
+    {here}
+print(json.dumps({{**outcome(work, {items}), "child_began": began.exists()}}))
+"""
     done = subprocess.run([sys.executable, "-c", PREAMBLE + body], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -59,82 +70,46 @@ def run(body: str) -> dict:
 
 @needs_fork
 def test_results_in_order_from_both_processes():
-    found = run("""
-def work(item):
-    both_take_one()
-    return [item * item, in_child()]
-print(json.dumps(outcome(work, list(range(12)))))
-""")["result"]
+    found = split("return [item * item, True]", "return [item * item, False]",
+                  "list(range(12))")["result"]
     assert [square for square, _ in found] == [i * i for i in range(12)]
     assert {child for _, child in found} == {True, False}  # each process took some
 
 
 @needs_fork
 def test_a_spec_error_in_the_child_is_a_spec_error_here():
-    found = run("""
-from rooftui.core.errors import SpecError
-def work(item):
-    both_take_one()
-    if in_child():
-        raise SpecError(f"item {item} is bad")
-    return item
-print(json.dumps(outcome(work, [1, 2, 3])))
-""")
+    found = split('raise SpecError(f"item {item} is bad")', "return item", "[1, 2, 3]",
+                  preamble="from rooftui.core.errors import SpecError")
     assert found["error"] == "SpecError"
     assert found["message"] in {"item 1 is bad", "item 2 is bad", "item 3 is bad"}
 
 
 @needs_fork
 def test_another_error_in_the_child_carries_its_traceback():
-    found = run("""
-def work(item):
-    both_take_one()
-    if in_child():
-        return {item}  # not JSON: its result cannot travel
-    return item
-print(json.dumps(outcome(work, [1, 2, 3])))
-""")
+    found = split("return {item}  # not JSON: its result cannot travel", "return item",
+                  "[1, 2, 3]")
     assert found["error"] == "RuntimeError"
     assert "Traceback" in found["message"] and "not JSON serializable" in found["message"]
 
 
 @needs_fork
 def test_the_parents_own_error_wins():
-    found = run("""
-def work(item):
-    both_take_one()
-    if in_child():
-        raise ZeroDivisionError("in the child")
-    raise KeyError(f"here, item {item}")
-print(json.dumps(outcome(work, list(range(8)))))
-""")
+    found = split('raise ZeroDivisionError("in the child")',
+                  'raise KeyError(f"here, item {item}")', "list(range(8))")
     assert found["error"] == "KeyError" and found["message"].startswith("'here, item ")
 
 
 @needs_fork
 def test_ctrl_c_stays_a_keyboard_interrupt():
-    found = run("""
-def work(item):
-    both_take_one()
-    if not in_child():
-        raise KeyboardInterrupt
-    return item
-print(json.dumps(outcome(work, list(range(8)))))
-""")
+    found = split("return item", "raise KeyboardInterrupt", "list(range(8))")
     assert found["error"] == "KeyboardInterrupt"
 
 
 @needs_fork
 def test_a_killed_child_leaves_its_items_to_the_parent():
-    found = run("""
-def work(item):
-    both_take_one()
-    if in_child():
-        os._exit(9)  # dies without a word, its item taken
-    return item * 10
-print(json.dumps([outcome(work, [1, 2, 3, 4]), began.exists()]))
-""")
-    assert found == [{"result": [10, 20, 30, 40]}, True]
+    found = split("os._exit(9)  # dies without a word, its item taken", "return item * 10",
+                  "[1, 2, 3, 4]")
+    assert found == {"result": [10, 20, 30, 40], "child_began": True}
 
 
 def test_without_a_fork_everything_runs_here():
