@@ -40,7 +40,15 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   `interconnect_efficiency` of the per-direction interconnect bandwidth, after
   `allreduce_overhead_s + (n - 1) allreduce_peer_overhead_s` (a ring or tree takes a
   step per other GPU: NCCL's small messages on the H100 take 6.2 / 9.6 / 15.5 us at 2 /
-  4 / 8 GPUs, 4.65 + 1.55 (n - 1) us);
+  4 / 8 GPUs, 4.65 + 1.55 (n - 1) us), by the faster of two protocols, as NCCL's tuner
+  picks one per message size: a low-latency one (NCCL's LL: flags beside the data) at
+  `allreduce_ll_share` of that bandwidth, and the bulk one (Simple), paying
+  `allreduce_bulk_overhead_s` more per all-reduce. NCCL's H100 all-reduces take 27.6 us
+  at 2 MB over 2 GPUs where one protocol's line through the small and the large
+  messages says 14.7 us; fitted, the low-latency protocol runs at 0.41 of the bulk one's
+  bandwidth and the bulk one costs 14.5 us more (the same on H100 and H200), and a
+  held-out GPU's error halves (13.0 -> 7.3 %). The time stays the minimum of two lines
+  in the batch, so the largest batch under a budget is the larger of each protocol's;
 - a served request pays `request_overhead_s` outside every step (HTTP, tokenisation,
   queueing into the engine, detokenisation and streaming back: what a benchmark client
   measures beyond the engine's steps). The step model never reads it; the serving drivers
@@ -135,6 +143,10 @@ PARAMETERS: dict[str, tuple[str, str, str]] = {
     "allreduce_overhead_s": ("amount", "s", "fixed time of one all-reduce"),
     "allreduce_peer_overhead_s": ("amount", "s",
                                   "fixed time of one all-reduce per other GPU in it"),
+    "allreduce_ll_share": ("fraction", "", "all-reduce: the low-latency protocol's share "
+                           "of the bulk one's bandwidth"),
+    "allreduce_bulk_overhead_s": ("amount", "s", "all-reduce: the bulk protocol's fixed "
+                                  "time beyond the low-latency one's"),
     "request_overhead_s": ("amount", "s",
                            "per request, outside the steps: front end to first token"),
 }
@@ -156,7 +168,8 @@ QUANTISING_TABLES = ("fp8", "fp4")
 # `engine` of measured all-reduce rows); a row's library code is 0 for none (the base
 # values), else 1 + its index here
 COLLECTIVE_PARAMETERS = ("interconnect_efficiency", "allreduce_overhead_s",
-                         "allreduce_peer_overhead_s")
+                         "allreduce_peer_overhead_s", "allreduce_ll_share",
+                         "allreduce_bulk_overhead_s")
 COLLECTIVE_TABLES = ("nccl", "trtllm")
 TABLES = (*COMPUTE_TABLES, *COLLECTIVE_TABLES)
 
@@ -217,6 +230,8 @@ class CollectiveEfficiency(_OwnValues):
     interconnect_efficiency: float | None = None
     allreduce_overhead_s: float | None = None
     allreduce_peer_overhead_s: float | None = None
+    allreduce_ll_share: float | None = None
+    allreduce_bulk_overhead_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -246,6 +261,8 @@ class Efficiency:
     interconnect_efficiency: float = 1.0
     allreduce_overhead_s: float = 0.0
     allreduce_peer_overhead_s: float = 0.0
+    allreduce_ll_share: float = 1.0
+    allreduce_bulk_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
     bf16: DtypeEfficiency = DtypeEfficiency()
     fp8: DtypeEfficiency = DtypeEfficiency()
@@ -476,14 +493,26 @@ def attention_times(flops, nbytes, queries, sequences, flops_per_key, bytes_per_
 
 
 def link_time(link_bytes, collectives, link_rate, efficiency: Efficiency, peers=0.0):
-    """Seconds of `collectives` collective operations moving `link_bytes` through each
-    GPU's link (a ring all-reduce of M bytes over n GPUs moves 2 (n - 1) / n * M), each
-    among `peers` other GPUs."""
+    """Seconds of `collectives` collective operations of one message size moving
+    `link_bytes` through each GPU's link (a ring all-reduce of M bytes over n GPUs moves
+    2 (n - 1) / n * M), each among `peers` other GPUs, by the faster protocol
+    (`protocol_time`)."""
     link_bytes = np.asarray(link_bytes, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         moving = np.where(link_bytes > 0,
                           link_bytes / (efficiency.interconnect_efficiency * link_rate), 0.0)
-    return moving + collectives * collective_overhead(peers, efficiency)
+    return (protocol_time(moving, collectives, efficiency)
+            + collectives * collective_overhead(peers, efficiency))
+
+
+def protocol_time(moving, collectives, efficiency: Efficiency):
+    """The seconds `collectives` all-reduces take beyond their fixed time, `moving` being
+    their bytes' time at the bulk protocol's bandwidth: the faster of the low-latency
+    protocol (its bandwidth `allreduce_ll_share` of the bulk one's) and the bulk one
+    (`allreduce_bulk_overhead_s` more per all-reduce). With a share of 1 the bulk
+    protocol never wins: the single protocol of a profile without them."""
+    return np.minimum(moving / efficiency.allreduce_ll_share,
+                      moving + collectives * efficiency.allreduce_bulk_overhead_s)
 
 
 def collective_overhead(peers, efficiency: Efficiency):

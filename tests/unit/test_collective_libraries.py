@@ -46,13 +46,17 @@ peer_shares = st.floats(0.08, 1.0)
 FITS = settings(deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate))
 
 
+# one protocol's parameters (the two-protocol ones: tests/unit/test_allreduce_protocols.py)
+ONE_PROTOCOL = ("interconnect_efficiency", "allreduce_overhead_s", "allreduce_peer_overhead_s")
+
+
 def _libraries(draw_values) -> Efficiency:
     """An efficiency whose base and per-library all-reduce parameters all differ."""
     (base, nccl, trtllm) = draw_values
     return Efficiency().with_values({
-        **dict(zip(COLLECTIVE_PARAMETERS, base, strict=True)),
-        **{f"nccl.{n}": v for n, v in zip(COLLECTIVE_PARAMETERS, nccl, strict=True)},
-        **{f"trtllm.{n}": v for n, v in zip(COLLECTIVE_PARAMETERS, trtllm, strict=True)}})
+        **dict(zip(ONE_PROTOCOL, base, strict=True)),
+        **{f"nccl.{n}": v for n, v in zip(ONE_PROTOCOL, nccl, strict=True)},
+        **{f"trtllm.{n}": v for n, v in zip(ONE_PROTOCOL, trtllm, strict=True)}})
 
 
 triples = st.tuples(fractions, fixed_times, peer_shares).map(
