@@ -60,9 +60,12 @@ reading attention_mbu_half more and each decode sequence paying per layer
 attention_kv_head_overhead_s per KV head and attention_query_head_overhead_s per query
 head on the GPU; the link reaches interconnect_efficiency and each collective pays
 allreduce_overhead_s and allreduce_peer_overhead_s per other GPU (the profile's
-collective library's, `Assumptions.step_efficiency`). A step with any token adds step_overhead_s + layers *
-layer_overhead_s (`overhead_s`; a draft's k steps pay their own). The reported FLOPs and
-bytes stay the real ones; only the times see the padding.
+collective library's, `Assumptions.step_efficiency`), and the all-reduce parts take the
+faster of two protocols: a low-latency one at allreduce_ll_share of that bandwidth, a
+bulk one paying allreduce_bulk_overhead_s more per collective (`efficiency.link_time`).
+A step with any token adds step_overhead_s + layers * layer_overhead_s (`overhead_s`; a
+draft's k steps pay their own). The reported FLOPs and bytes stay the real ones; only
+the times see the padding.
 
 Pipeline, expert and attention-data parallelism (pp, ep, dp) and the links their
 collectives cross: core/parallel.py (parts all_to_all and pipeline_transfer).
@@ -222,6 +225,7 @@ class _Shape:
             self.parts = self.layout.distribute(self.parts, inputs, self)
         efficiency = assumptions.step_efficiency
         self.calibrated = not efficiency.is_ideal
+        self.bulk_parts = {}  # link parts the bulk all-reduce protocol may time faster
         if self.calibrated:
             efficiency = efficiency.for_compute_dtypes(inputs.compute_dtype, inputs.kv_bytes)
             self.timed_parts = self._timed_parts(inputs, efficiency)
@@ -234,6 +238,8 @@ class _Shape:
             if self.calibrated:  # k draft steps, each with its overheads
                 for name, part in self.draft.timed_parts.items():
                     self.timed_parts[f"draft_{name}"] = part.times(k)
+                for name, part in self.draft.bulk_parts.items():
+                    self.bulk_parts[f"draft_{name}"] = part.times(k)
                 self.fixed_time = self.fixed_time + k * self.draft.fixed_time
             self.kv_read_per_sequence = (self.kv_read_per_sequence
                                          + k * self.draft.kv_read_per_sequence)
@@ -266,9 +272,12 @@ class _Shape:
         FLOPs divided by the part's compute fraction and bytes by its bandwidth fraction,
         after adding the work only time pays (GEMMs: the FLOPs of gemm_m_half more tokens;
         attention: attention_mfu_half more keys per query, attention_mbu_half more per
-        sequence, and each decode sequence its per-head fixed times); link bytes divided by interconnect_efficiency, plus allreduce_overhead_s
-        per collective as bytes at the link rate. The reported FLOPs and bytes stay the
-        real ones. Keeps the padding and fractions per part for `part_timing`."""
+        sequence, and each decode sequence its per-head fixed times); link bytes divided
+        by interconnect_efficiency (the all-reduces' also by allreduce_ll_share), plus
+        each collective's fixed time as bytes at the link rate; with two protocols the
+        bulk one's all-reduce part (`bulk_parts`: interconnect_efficiency alone and
+        allreduce_bulk_overhead_s more per collective). The reported FLOPs and bytes
+        stay the real ones. Keeps the padding and fractions per part for `part_timing`."""
         model = inputs.model
         decode_only = is_scalar(inputs.prefill, 0)
         key_flops = self.per_gpu(model.attention_flops_per_key * model.layers
@@ -297,20 +306,36 @@ class _Shape:
                 + self.per_gpu(model.heads) * efficiency.attention_query_head_overhead_s)
             self.decode_padding["attention"] = (head_time * efficiency.attention_mbu
                                                 * inputs.mbu * inputs.bandwidth)
-        if self.split and (efficiency.allreduce_overhead_s > 0
-                           or efficiency.allreduce_peer_overhead_s > 0):
+        # the all-reduces' protocol: the low-latency one, at allreduce_ll_share of the
+        # link's bandwidth (1: the single protocol), and where that share is below 1 the
+        # bulk one beside it (`bulk_parts`), whichever is faster timing the part
+        link = efficiency.interconnect_efficiency
+        two_protocols = self.split and not is_scalar(efficiency.allreduce_ll_share, 1)
+        low_latency = link * efficiency.allreduce_ll_share if two_protocols else link
+        self.bulk_padding = {}
+        if self.split:
             # two all-reduces per layer and the logits' all-gather, each a fixed time (and
             # one per other GPU): as bytes at the link rate, which the efficiency then
             # divides back out (none where a grid's replica is one GPU, whose link rate
             # is then infinite)
             collectives = 2.0 * model.layers + (model.lm_head_params > 0)
-            padding["communication"] = Linear(bytes_fixed=where(
-                self.tp > 1, collectives * collective_overhead(self.tp - 1.0, efficiency)
-                * inputs.interconnect * efficiency.interconnect_efficiency, 0.0))
+            overhead = collective_overhead(self.tp - 1.0, efficiency)
+
+            def fixed_time(seconds, fraction):
+                return Linear(bytes_fixed=where(
+                    self.tp > 1, collectives * seconds * inputs.interconnect * fraction, 0.0))
+
+            if efficiency.allreduce_overhead_s > 0 or efficiency.allreduce_peer_overhead_s > 0:
+                padding["communication"] = fixed_time(overhead, low_latency)
+            if two_protocols:
+                self.bulk_padding["communication"] = (fixed_time(
+                    overhead + efficiency.allreduce_bulk_overhead_s, link), link)
+        self.bulk_parts = {name: scaled(self.parts[name], extra, 1.0, memory)
+                           for name, (extra, memory) in self.bulk_padding.items()}
         self.padding, self.fractions, timed = padding, {}, {}
         for name, part in self.parts.items():
-            compute, memory = ((1.0, efficiency.interconnect_efficiency) if name in LINK_PARTS
-                               else part_efficiencies(name, efficiency))
+            compute, memory = ((1.0, low_latency if name == "communication" else link)
+                               if name in LINK_PARTS else part_efficiencies(name, efficiency))
             self.fractions[name] = (compute, memory)
             extra = padding.get(name)
             if name in self.decode_padding:
@@ -430,7 +455,8 @@ class PartTiming:
     simulator): time = max((F + flops_per_step + flops_per_query * T) / compute,
     (B + bytes_per_sequence * sequences + bytes_per_decode * decodes + bytes_per_step)
     / memory), with T the step's tokens, sequences its decodes and prompt chunks; link
-    parts divide their bytes by `memory` at the link rate."""
+    parts divide their bytes by `memory` at the link rate, and where `bulk` (the bulk
+    all-reduce protocol's timing) is given take the faster of the two."""
 
     compute: float
     memory: float
@@ -439,6 +465,12 @@ class PartTiming:
     bytes_per_sequence: float
     bytes_per_step: float
     bytes_per_decode: float = 0.0
+    bulk: PartTiming | None = None
+
+    def timed_bytes(self, nbytes, sequences, decodes):
+        """`nbytes` with the work only time pays, over the part's bandwidth fraction."""
+        return (nbytes + self.bytes_per_sequence * sequences + self.bytes_per_decode * decodes
+                + self.bytes_per_step) / self.memory
 
 
 def part_timing(inputs: StepInputs, assumptions: Assumptions
@@ -455,16 +487,18 @@ def part_timing(inputs: StepInputs, assumptions: Assumptions
     def number(value):
         return 0.0 if value is None else float(np.asarray(value))
 
-    timing = {}
-    for name, (compute, memory) in shape.fractions.items():
-        padding = shape.padding.get(name, Linear())
-        timing[name] = PartTiming(
-            compute=float(compute), memory=float(memory),
+    def timing_of(padding, compute, memory, per_decode=None, bulk=None):
+        return PartTiming(
+            compute=float(compute), memory=number(memory),
             flops_per_step=number(padding.flops_fixed),
             flops_per_query=number(padding.flops_per_sequence),
             bytes_per_sequence=number(padding.bytes_per_sequence),
-            bytes_per_step=number(padding.bytes_fixed),
-            bytes_per_decode=number(shape.decode_padding.get(name)))
+            bytes_per_step=number(padding.bytes_fixed), bytes_per_decode=number(per_decode),
+            bulk=None if bulk is None else timing_of(bulk[0], 1.0, bulk[1]))
+
+    timing = {name: timing_of(shape.padding.get(name, Linear()), compute, memory,
+                              shape.decode_padding.get(name), shape.bulk_padding.get(name))
+              for name, (compute, memory) in shape.fractions.items()}
     return timing, number(shape.fixed_time)
 
 
@@ -502,6 +536,10 @@ def _evaluate(inputs: StepInputs, assumptions: Assumptions, tpot_budget) -> dict
     # the parts' bounds are of their real costs: the times' comparison when those time them
     part_bounds = {} if timed is costs else None
     times = part_times(timed, compute_rate, memory_rate, links, part_bounds)
+    if shape.bulk_parts:  # an all-reduce part takes its faster protocol's time
+        bulk = part_times({name: part.at(batch) for name, part in shape.bulk_parts.items()},
+                          compute_rate, memory_rate, links)
+        times.update({name: minimum(times[name], time) for name, time in bulk.items()})
     step_time = _step_time(timed, times, assumptions, compute_rate, memory_rate)
     if shape.calibrated:  # an empty step (no token) runs nothing and pays nothing
         busy = batch * shape.queries + inputs.prefill > 0

@@ -5,7 +5,8 @@ Every part's FLOPs and bytes are linear in the batch B for B >= 1 but for the ro
 experts' bytes (concave in B) and the busiest expert-parallel GPU's sqrt(T) FLOPs: each
 part time is a max of lines, the step time the max (or sum) of those, so t(B) <= budget
 is a set of linear inequalities solved exactly; the concave terms are settled by Newton
-steps from the linear answer (`max_batch_for_budget`)."""
+steps from the linear answer, and an all-reduce timed by the faster of two protocols
+takes the larger of each protocol's answers (`max_batch_for_budget`)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ from rooftui.core.elementwise import all_true, any_true, floor, maximum, minimum
 from rooftui.core.step_parts import LINK_PARTS, Linear, part_times, plus
 
 
-def _branches(shape, compute_rate, memory_rate, links):
+def _branches(parts, compute_rate, memory_rate, links):
     """Per part, the (intercept, slope) of each time its time is the max of, for B >= 1
     (weights read; every routed expert read)."""
     def zero_if_none(value):
         return 0.0 if value is None else value
 
     out = []
-    for name, part in shape.timed_parts.items():
+    for name, part in parts.items():
         memory_like, latency = links[name] if name in LINK_PARTS else (memory_rate, None)
         fixed_bytes = (zero_if_none(part.bytes_fixed) + zero_if_none(part.weights)
                        + zero_if_none(part.experts))
@@ -83,6 +84,30 @@ def _dominant(branches):
 def max_batch_for_budget(shape, assumptions, compute_rate, memory_rate, links, budget):
     """Largest B >= 1 whose step time fits `budget` (0 if none), memory aside.
 
+    An all-reduce part with two protocols (`shape.bulk_parts`) takes the faster one's
+    time: the step time is then the least of the step times under each choice of
+    protocol per such part, each increasing in B, so the B that fit are those at or below
+    the largest of each choice's answers (`_max_batch`).
+    """
+    largest = None
+    for parts in _protocol_choices(shape.timed_parts, shape.bulk_parts):
+        answer = _max_batch(parts, assumptions, compute_rate, memory_rate, links, budget)
+        largest = answer if largest is None else maximum(largest, answer)
+    return largest
+
+
+def _protocol_choices(parts, bulk_parts):
+    """The timed parts under every choice of protocol for each part in `bulk_parts`
+    (those the bulk protocol times in place of `parts`' own): one dict without any."""
+    choices = [parts]
+    for name, bulk in bulk_parts.items():
+        choices += [{**choice, name: bulk} for choice in choices]
+    return choices
+
+
+def _max_batch(parts, assumptions, compute_rate, memory_rate, links, budget):
+    """`max_batch_for_budget` under one protocol per part (`parts`, timed).
+
     For B >= 1 every part's FLOPs and bytes are linear in B, but for the routed experts'
     bytes, which grow with B. With them fixed, each part time is a max of two linear
     functions and the step time is the max, over every choice of branch per part, of the
@@ -94,21 +119,21 @@ def max_batch_for_budget(shape, assumptions, compute_rate, memory_rate, links, b
     decides, and where it fits Newton steps go on from there (see `_settle`).
     """
     routed = any(part.experts is not None or part.flops_sqrt is not None
-                 for part in shape.timed_parts.values())
-    low, binding = _linear_max_batch(shape, assumptions, compute_rate, memory_rate,
+                 for part in parts.values())
+    low, binding = _linear_max_batch(parts, assumptions, compute_rate, memory_rate,
                                      links, budget, binding=routed)
     if not routed:
         return low
     trial = where(np.isfinite(low), low + 1.0, 1.0)
     overshoot = binding[0] + binding[1] * trial - budget
-    unread = _concave_slack(shape.timed_parts, trial, compute_rate, links, memory_rate)
+    unread = _concave_slack(parts, trial, compute_rate, links, memory_rate)
     open_ = np.isfinite(low) & (overshoot <= unread * (1 + 1e-9))
     if not any_true(open_):
         return low
     full = np.broadcast_shapes(np.shape(low), np.shape(open_))
     index = np.flatnonzero(np.broadcast_to(open_, full))
     rates = _restricted_rates(index, full, (compute_rate, memory_rate, links))
-    parts = _restricted_parts(shape.timed_parts, index, full)
+    parts = _restricted_parts(parts, index, full)
     budget_, trial_ = _restricted(index, full, budget, trial)
     time, rate = _time_and_rate(parts, rates, assumptions, trial_)
     fits = time <= budget_
@@ -204,17 +229,17 @@ def _time_and_rate(parts, rates, assumptions, batch):
     return time, rate
 
 
-def _linear_max_batch(shape, assumptions, compute_rate, memory_rate, links, budget,
+def _linear_max_batch(parts, assumptions, compute_rate, memory_rate, links, budget,
                       binding=False):
     """The largest B >= 1 within the budget (0 if none), and with `binding` the
     (intercept, slope) of the line that sets it (else None). The answer does not depend
     on the batch axis, so it takes the shape of the other inputs: on a block of a sweep
     (context x batch) it is solved once per context, not once per point."""
-    per_part = _branches(shape, compute_rate, memory_rate, links)
+    per_part = _branches(parts, compute_rate, memory_rate, links)
     if assumptions.overlap == "full":
-        hbm = [branches for name, branches in zip(shape.timed_parts, per_part, strict=True)
+        hbm = [branches for name, branches in zip(parts, per_part, strict=True)
                if name not in LINK_PARTS]
-        links = [branches[0] for name, branches in zip(shape.timed_parts, per_part, strict=True)
+        links = [branches[0] for name, branches in zip(parts, per_part, strict=True)
                  if name in LINK_PARTS]
         lines = [_summed(branches[j] for branches in hbm) for j in (0, 1)] + links
     else:  # a sum of per-part maxima: the max over every choice of branch per part

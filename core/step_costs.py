@@ -91,13 +91,16 @@ class StepCosts:
         self._decode_flops_array = np.array(self.decode_flops)
         self._decode_bytes_array = np.array(self.decode_bytes)
         self._fit_context_slopes()
-        self._terms = tuple(zip(self.decode_flops, self.below_flops, self.above_flops,
-                                self.decode_bytes, self.below_bytes, self.above_bytes,
-                                self.links, strict=True))
-        # a calibrated profile's efficiencies and overheads (None and 0 when ideal)
+        # a calibrated profile's efficiencies and overheads (None and 0 when ideal), and
+        # per part the bulk all-reduce protocol's timing where it has two (else None)
         timing = part_timing(inputs, assumptions)
         self.timing = None if timing is None else tuple(timing[0][p] for p in self.parts)
         self.fixed_s = 0.0 if timing is None else timing[1]
+        self.bulk = ((None,) * len(self.parts) if self.timing is None
+                     else tuple(t.bulk for t in self.timing))
+        self._terms = tuple(zip(self.decode_flops, self.below_flops, self.above_flops,
+                                self.decode_bytes, self.below_bytes, self.above_bytes,
+                                self.links, self.bulk, strict=True))
         self._fit_chunks()
         self._fit_weight_bytes()
         # KV capacity per GPU: the memory the weights and the reserve leave, over one
@@ -244,7 +247,7 @@ class StepCosts:
         timing, gemm = self.timing, self.gemm
         total = total_flops = total_bytes = link_time = 0.0
         for i, (flop_table, flop_below, flop_above, byte_table, byte_below, byte_above,
-                on_link, flop_terms, byte_terms) in enumerate(self._terms):
+                on_link, bulk, flop_terms, byte_terms) in enumerate(self._terms):
             flops = flop_table[batch] + flop_below * sum_window_context + flop_above * beyond
             if i == gemm:  # the weights: read once for the whole step
                 nbytes = weights
@@ -265,10 +268,14 @@ class StepCosts:
                 t = timing[i]
                 sequences = batch + len(chunks)
                 flops = (flops + t.flops_per_step + t.flops_per_query * tokens) / t.compute
+                if bulk is not None:  # the bulk all-reduce protocol's bytes
+                    bulk_bytes = bulk.timed_bytes(nbytes, sequences, batch)
                 nbytes = (nbytes + t.bytes_per_sequence * sequences + t.bytes_per_decode * batch
                           + t.bytes_per_step) / t.memory
             if on_link:
                 part_time = nbytes / link if nbytes > 0 else 0.0
+                if bulk is not None and bulk_bytes / link < part_time:  # the faster one
+                    part_time = bulk_bytes / link
                 if part_time > link_time:
                     link_time = part_time
             else:
@@ -375,22 +382,29 @@ class StepCosts:
             nbytes[self.gemm] = np.array([self.weight_bytes(int(t)) for t in tokens.flat])
         else:
             nbytes[self.gemm] = np.where(tokens > 0, self._constant_weight_bytes, 0.0)
+        bulk_bytes = self.bulk
         if self.timing is not None:
             flops = [(f + t.flops_per_step + t.flops_per_query * tokens) / t.compute
                      for f, t in zip(flops, self.timing, strict=True)]
-            nbytes = [(b + t.bytes_per_sequence * sequences + t.bytes_per_decode * decodes
-                       + t.bytes_per_step) / t.memory
+            bulk_bytes = [None if bulk is None else bulk.timed_bytes(b, sequences, decodes)
+                          for b, bulk in zip(nbytes, self.bulk, strict=True)]
+            nbytes = [t.timed_bytes(b, sequences, decodes)
                       for b, t in zip(nbytes, self.timing, strict=True)]
         if tokens.ndim == 0 and tokens > 0:
-            return self._roofline_times(flops, nbytes) + self.fixed_s
-        return np.where(tokens > 0, self._roofline_times(flops, nbytes) + self.fixed_s, 0.0)
+            return self._roofline_times(flops, nbytes, bulk_bytes) + self.fixed_s
+        return np.where(tokens > 0, self._roofline_times(flops, nbytes, bulk_bytes)
+                        + self.fixed_s, 0.0)
 
-    def _roofline_times(self, flops: list[np.ndarray], nbytes: list[np.ndarray]) -> np.ndarray:
-        """Per-part rooflines, summed (overlap "parts") or over the sums ("full")."""
+    def _roofline_times(self, flops: list[np.ndarray], nbytes: list[np.ndarray],
+                        bulk_bytes: list[np.ndarray | None]) -> np.ndarray:
+        """Per-part rooflines, summed (overlap "parts") or over the sums ("full"); a link
+        part with `bulk_bytes` (its bulk all-reduce protocol's) takes the faster time."""
         with np.errstate(divide="ignore", invalid="ignore"):
             part_times = [np.where(b > 0, b / self.link_rate, 0.0) if on_link
                           else np.maximum(f / self.compute_rate, b / self.memory_rate)
                           for f, b, on_link in zip(flops, nbytes, self.links, strict=True)]
+            part_times = [time if bulk is None else np.minimum(time, bulk / self.link_rate)
+                          for time, bulk in zip(part_times, bulk_bytes, strict=True)]
         if self.overlap_parts:
             return sum(part_times)
         roofline = sum(f for f, on_link in zip(flops, self.links, strict=True) if not on_link)
