@@ -91,6 +91,11 @@ FIT_PARAMETERS = ("mbu", *PARAMETERS, *(
     if name != "activation_quant_bytes" or table in QUANTISING_TABLES), *(
     f"{table}.{name}" for table in QUANTISING_TABLES for name in ATTENTION_PARAMETERS), *(
     f"{table}.{name}" for table in COLLECTIVE_TABLES for name in COLLECTIVE_PARAMETERS))
+# an all-reduce's single-protocol parameters: what steps and few message sizes can inform
+ONE_PROTOCOL = ("interconnect_efficiency", "allreduce_overhead_s", "allreduce_peer_overhead_s")
+# distinct message sizes from which a library's all-reduce rows tell its two protocols
+# apart (the low-latency one's bandwidth share and the bulk one's extra fixed time)
+PROTOCOL_SIZES = 8
 # tokens in a step from which its GEMMs (or a prompt's attention) can be compute-bound
 COMPUTE_BOUND_TOKENS = 256
 # the power of the smoothed maximum in a fit's first stage
@@ -104,7 +109,7 @@ TYPICAL = {"step_overhead_s": 1e-3, "layer_overhead_s": 1e-5, "kernel_overhead_s
            "launch_overhead_s": 3e-6,
            "host_timer_overhead_s": 2e-5, "gemm_m_half": 16.0, "attention_mfu_half": 256.0,
            "attention_mbu_half": 64.0, "allreduce_overhead_s": 1e-5,
-           "allreduce_peer_overhead_s": 1e-6,
+           "allreduce_peer_overhead_s": 1e-6, "allreduce_bulk_overhead_s": 1e-5,
            "attention_kv_head_overhead_s": 1e-8, "attention_query_head_overhead_s": 3e-9,
            "activation_quant_bytes": 3.0}  # bf16 in, 8 bits and a scale out
 # a fitted value this close to a bound is flagged: within 1 % of a fraction's 1 or 0, or
@@ -484,7 +489,10 @@ def informed_parameters(rows: Measurements, collective_library: str = "") -> lis
     with a 16-bit cache inform the base values, an 8-bit cache `fp8.attention_mbu`, ...
     All-reduce rows inform their library's table (`nccl.interconnect_efficiency`, ...;
     rows without one the base values), its fixed time per peer only when they span two
-    GPU counts or more (else one number with the fixed time).
+    GPU counts or more (else one number with the fixed time), its two protocols
+    (`allreduce_ll_share`, `allreduce_bulk_overhead_s`) only from `PROTOCOL_SIZES`
+    message sizes on (where one protocol hands over to the other needs the sizes
+    around it).
     End-to-end rows inform nothing here (they are fitted by replay).
 
     `launch_overhead_s` needs isolated ops of one kind and compute table both replayed
@@ -506,9 +514,12 @@ def informed_parameters(rows: Measurements, collective_library: str = "") -> lis
     allreduce = rows.kind == KINDS.index("allreduce")
     for code in np.unique(rows.library[allreduce]):
         members = allreduce & (rows.library == code)
-        spans = len(np.unique(rows.tp[members])) >= 2
-        names |= _library_names(code, INFORMS["allreduce"] if spans
-                                else INFORMS["allreduce"][:2])
+        informed = list(ONE_PROTOCOL[:2])
+        if len(np.unique(rows.tp[members])) >= 2:
+            informed.append("allreduce_peer_overhead_s")
+        if len(np.unique(rows.message_bytes[members])) >= PROTOCOL_SIZES:
+            informed.extend(("allreduce_ll_share", "allreduce_bulk_overhead_s"))
+        names |= _library_names(code, tuple(informed))
     gemm = rows.kind == KINDS.index("gemm")
     if gemm.any():
         names |= gemm_names((*INFORMS["gemm"], "activation_quant_bytes"), gemm)
@@ -534,7 +545,7 @@ def informed_parameters(rows: Measurements, collective_library: str = "") -> lis
             names.add("layer_overhead_s")
         if len(np.unique(rows.tp[steps])) > 1:  # else one number with the step overhead
             names |= _library_names(collective_library_code(collective_library),
-                                    INFORMS["allreduce"][:2])
+                                    ONE_PROTOCOL[:2])
     decode = rows.kind == KINDS.index("attention_decode")
     prefill = rows.kind == KINDS.index("attention_prefill")
     groups = {rows.models[m].num_attention_heads // rows.models[m].num_key_value_heads

@@ -85,7 +85,7 @@ BOUNDS: dict[str, Bound] = {
     "mbu": Bound(1e-4, 1),
     # a profile's [efficiency] fractions (core.efficiency; spec files name them so)
     **dict.fromkeys(("gemm_mfu", "gemm_mbu", "attention_mfu", "attention_mbu",
-                     "interconnect_efficiency"), Bound(1e-4, 1)),
+                     "interconnect_efficiency", "allreduce_ll_share"), Bound(1e-4, 1)),
     "peak_tflops": Bound(1e-3, 10**6, unit="TFLOP/s"),
     "bandwidth_tbs": Bound(1e-6, 10**4, unit="TB/s"),
     "memory_gb": Bound(0, 10**6, min_open=True, unit="GB"),

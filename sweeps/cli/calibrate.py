@@ -54,8 +54,11 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
     rows attention_mbu_half. All-reduce rows of NCCL or TensorRT-LLM's custom all-reduce
     (the CSV's engine column: nccl, trtllm) fit that library's own table
     ([efficiency.nccl], [efficiency.trtllm]: interconnect_efficiency,
-    allreduce_overhead_s, and allreduce_peer_overhead_s per other GPU where the rows span
-    two GPU counts or more); the base values then follow the library with the most rows
+    allreduce_overhead_s, allreduce_peer_overhead_s per other GPU where the rows span
+    two GPU counts or more, and its two protocols where they span 8 message sizes or
+    more: allreduce_ll_share, the low-latency protocol's share of the bandwidth, and
+    allreduce_bulk_overhead_s, the bulk one's extra fixed time; a step pays the faster);
+    the base values then follow the library with the most rows
     (`sweep point --collective-library` picks another for a step).
     A kernel's fixed time follows how it was timed (the CSV's cuda_graphs
     and timer columns): a CUDA-graph replay pays kernel_overhead_s, an eager launch
