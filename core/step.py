@@ -319,6 +319,8 @@ class _Shape:
             # divides back out (none where a grid's replica is one GPU, whose link rate
             # is then infinite)
             collectives = 2.0 * model.layers + (model.lm_head_params > 0)
+            if pipelined:  # a stage's share of them, for each of its micro-batches
+                collectives = collectives * self.layout.micro_batches / self.layout.pp
             overhead = collective_overhead(self.tp - 1.0, efficiency)
 
             def fixed_time(seconds, fraction):

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooftui.core.assumptions import Assumptions
+from rooftui.core.efficiency import Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.model import ModelArrays, load_model
@@ -91,6 +92,24 @@ def test_micro_batches_read_the_weights_again_and_shrink_the_bubble():
     assert one["gemm_time_s"] == pytest.approx(4 * one["gemm_bytes"] / 3.35e12, rel=1e-12)
     assert four["gemm_time_s"] == pytest.approx(7 / 4 * four["gemm_bytes"] / 3.35e12,
                                                 rel=1e-12)
+
+
+@pytest.mark.parametrize("pp, m", [(1, 1), (2, 1), (2, 2), (4, 1), (4, 4), (4, 8)])
+def test_a_pipelined_step_pays_each_all_reduce_of_each_micro_batch_once(pp, m):
+    """Each micro-batch runs 2 all-reduces per layer of each stage (and the logits'
+    gather): a stage's (2 L + 1) / pp of them m times, and the step the stage's time x
+    (m + pp - 1) / m, so (2 L + 1) (m + pp - 1) / pp fixed times in all (one stage after
+    another at m = 1: every layer's pair, once)."""
+    def communication(overhead):
+        efficiency = Efficiency(interconnect_efficiency=0.9, allreduce_overhead_s=overhead)
+        return evaluate_point(PointConfig(
+            gpu=load_gpu("h100-sxm"), model=LLAMA_405B, weight_dtype="fp8", tp=8, pp=pp,
+            batch=64, micro_batches=m, assumptions=Assumptions(efficiency=efficiency))
+        )["communication_time_s"]
+    overhead = 1e-5
+    collectives = 2 * LLAMA_405B.num_hidden_layers + 1
+    assert communication(overhead) - communication(0.0) == pytest.approx(
+        collectives * overhead * (m + pp - 1) / pp, rel=1e-9)
 
 
 def exact_busiest_of_two(tokens, experts, k):
