@@ -80,7 +80,7 @@ INFORMS = {
     "attention_decode": ("attention_mbu", "attention_overhead_s",
                          "attention_kv_head_overhead_s", "attention_query_head_overhead_s"),
     "attention_prefill": ("attention_mfu", "attention_mfu_half", "attention_overhead_s",
-                          "prefill_attention_overhead_s"),
+                          "prefill_attention_overhead_s", "attention_prompt_head_overhead_s"),
     "allreduce": COLLECTIVE_PARAMETERS,  # per library (see `informed_parameters`)
     "copy": ("mbu", "kernel_overhead_s"),
 }
@@ -111,6 +111,7 @@ TYPICAL = {"step_overhead_s": 1e-3, "layer_overhead_s": 1e-5, "kernel_overhead_s
            "attention_mbu_half": 64.0, "allreduce_overhead_s": 1e-5,
            "allreduce_peer_overhead_s": 1e-6, "allreduce_bulk_overhead_s": 1e-5,
            "attention_kv_head_overhead_s": 1e-8, "attention_query_head_overhead_s": 3e-9,
+           "attention_prompt_head_overhead_s": 1e-8,
            "activation_quant_bytes": 3.0}  # bf16 in, 8 bits and a scale out
 # a fitted value this close to a bound is flagged: within 1 % of a fraction's 1 or 0, or
 # under 1 % of an amount's typical size (an amount's bound is 0)
@@ -231,6 +232,7 @@ class RowCosts:
     bytes_per_key: np.ndarray
     kv_head_sequences: np.ndarray  # decode sequences x KV heads on the GPU x layers
     query_head_sequences: np.ndarray  # decode sequences x query heads on the GPU x layers
+    prompt_heads: np.ndarray  # prompts x query heads on the GPU x layers
     activation_bytes: np.ndarray
     copy_bytes: np.ndarray
     layers: np.ndarray  # counted in the step overheads: 0 for kernel rows
@@ -354,6 +356,8 @@ def _add_model_costs(cost, rows, where, kind, table, assumptions) -> None:
     cost["bytes_per_key"][where] = whole["kv_bytes_per_token"] * kv_share * per_layer
     cost["kv_head_sequences"][where] = batch * kv_units * kv_share * layers * per_layer
     cost["query_head_sequences"][where] = batch * taken.heads / rows.tp * layers * per_layer
+    cost["prompt_heads"][where] = (prompts * (prefill > 0) * taken.heads / rows.tp * layers
+                                   * per_layer)
     if "activations_bytes" in whole:
         cost["activation_bytes"][where] = np.where(step, whole["activations_bytes"], 0.0)
     cost["layers"][where] = np.where(step, layers, 0.0)
@@ -392,7 +396,7 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
     attention_compute, attention_memory = attention_times(
         costs.attention_flops, costs.attention_bytes, costs.queries, costs.sequences,
         costs.flops_per_key, costs.bytes_per_key, compute_rate, memory_rate, efficiency,
-        costs.kv_head_sequences, costs.query_head_sequences)
+        costs.kv_head_sequences, costs.query_head_sequences, costs.prompt_heads)
     streams = (costs.activation_bytes + costs.copy_bytes
                + costs.quantised_elements * efficiency.activation_quant_bytes) / memory_rate
     communication = link_time(costs.link_bytes, costs.collectives, costs.interconnect,
@@ -476,7 +480,9 @@ def informed_parameters(rows: Measurements, collective_library: str = "") -> lis
     the per-layer overhead only when the models differ in depth (else it is one number
     with the step overhead), the all-reduce parameters (of `collective_library`, the
     profile's: "" the base values) only when the tensor-parallel degrees differ. Decode attention kernels inform their fixed times per sequence and
-    head (the query-head one only when the models' query heads per KV head differ)
+    head (the query-head one only when the models' query heads per KV head differ),
+    prefill attention kernels a prompt's fixed time per query head (only when the prompts
+    times the query heads on the GPU take three values or more)
     rather than `attention_mbu_half`: on one GPU both are a cost per sequence growing
     with the KV heads, but the kernels' is in seconds (H100 and H200 take the same time
     at 15 cached tokens, whatever their bandwidths), which a held-out GPU inherits. `gemm_m_half` and `attention_mfu_half` need kernel rows: in a step
@@ -552,11 +558,16 @@ def informed_parameters(rows: Measurements, collective_library: str = "") -> lis
               for m in np.unique(rows.model[decode])}
     if len(groups) < 2:  # one number with the per-KV-head time
         names.discard("attention_query_head_overhead_s")
+    if prefill.any():  # else one number with the op's fixed time
+        heads = np.array([rows.models[m].num_attention_heads for m in rows.model[prefill]])
+        if len(np.unique(heads / rows.tp[prefill] * rows.prompts[prefill])) < 3:
+            names.discard("attention_prompt_head_overhead_s")
     informing = {"attention_mbu": decode | steps, "attention_mbu_half": steps,
                  "attention_kv_head_overhead_s": decode,
                  "attention_query_head_overhead_s": decode,
                  "attention_overhead_s": decode | prefill,
                  "prefill_attention_overhead_s": prefill,
+                 "attention_prompt_head_overhead_s": prefill,
                  "attention_mfu": prefill | steps & (rows.prefill > 0),
                  "attention_mfu_half": prefill}
     def kv_tables(members: np.ndarray) -> set[str | None]:

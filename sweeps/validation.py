@@ -219,7 +219,7 @@ PARTS = {
     "kernel efficiency": ("mbu", "gemm_mfu", "gemm_mbu", "gemm_m_half", "attention_mfu",
                           "attention_mfu_half", "attention_mbu", "attention_mbu_half",
                           "attention_kv_head_overhead_s", "attention_query_head_overhead_s",
-                          "activation_quant_bytes"),
+                          "attention_prompt_head_overhead_s", "activation_quant_bytes"),
     "per-step overhead": ("step_overhead_s", "layer_overhead_s", "kernel_overhead_s",
                           "attention_overhead_s", "prefill_attention_overhead_s",
                           "launch_overhead_s", "host_timer_overhead_s"),

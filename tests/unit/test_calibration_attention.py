@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.calibration import fit, informed_parameters, predict, row_costs
+from rooftui.core.calibration import KINDS, fit, informed_parameters, predict, row_costs
 from rooftui.core.efficiency import Efficiency, efficiency_from_dict
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
@@ -23,11 +23,12 @@ H100 = load_gpu("h100-sxm")
 TRUE = Efficiency(attention_mbu=0.85, attention_kv_head_overhead_s=2e-8,
                   attention_query_head_overhead_s=4e-9, attention_mfu=0.58,
                   attention_mfu_half=760.0, attention_overhead_s=9e-6,
-                  prefill_attention_overhead_s=7e-6).with_values({
+                  prefill_attention_overhead_s=7e-6,
+                  attention_prompt_head_overhead_s=2e-8).with_values({
     "fp8.attention_mbu": 0.7, "fp8.attention_kv_head_overhead_s": 1e-8,
     "fp8.attention_query_head_overhead_s": 1e-9, "fp8.attention_mfu": 0.42,
     "fp8.attention_mfu_half": 1000.0, "fp8.attention_overhead_s": 7e-6,
-    "fp8.prefill_attention_overhead_s": 1.2e-5})
+    "fp8.prefill_attention_overhead_s": 1.2e-5, "fp8.attention_prompt_head_overhead_s": 1.5e-8})
 
 
 def attention_rows(kv_dtypes=("bf16", "fp8"), times=None) -> list[dict]:
@@ -43,7 +44,7 @@ def attention_rows(kv_dtypes=("bf16", "fp8"), times=None) -> list[dict]:
                       "prefill": float(n), "prompts": float(p), "kv_dtype": kv,
                       "compute_dtype": "fp8" if kv == "fp8" else "bf16",
                       "cuda_graphs": "true", "time_s": 1.0, "dataset": f"prefill {kv}"}
-                     for p in (1, 8) for n in (16, 128, 512, 2048, 8192, 16384)]
+                     for p in (1, 8, 64) for n in (16, 128, 512, 2048, 8192, 16384)]
     for row, seconds in zip(rows, times if times is not None else [], strict=False):
         row["time_s"] = float(seconds)
     return rows
@@ -61,12 +62,38 @@ def test_an_8_bit_cache_informs_its_own_attention_parameters():
     assert informed_parameters(synthetic(("bf16",))) == [
         "attention_overhead_s", "prefill_attention_overhead_s", "attention_mfu",
         "attention_mfu_half", "attention_mbu", "attention_kv_head_overhead_s",
-        "attention_query_head_overhead_s"]
+        "attention_query_head_overhead_s", "attention_prompt_head_overhead_s"]
     assert informed_parameters(synthetic(("fp8",))) == [
         f"fp8.{name}" for name in ("attention_mfu", "attention_mfu_half", "attention_mbu",
                                    "attention_overhead_s", "prefill_attention_overhead_s",
                                    "attention_kv_head_overhead_s",
-                                   "attention_query_head_overhead_s")]
+                                   "attention_query_head_overhead_s",
+                                   "attention_prompt_head_overhead_s")]
+
+
+def test_a_prompts_head_time_needs_three_counts_of_prompt_heads():
+    """One prompt count of one head count: the time per prompt and head is one number
+    with the op's fixed time; from three products of the two on, its own."""
+    rows = synthetic(("bf16",))
+    prefill = rows.kind == KINDS.index("attention_prefill")
+    two = rows.subset(~prefill | (rows.prompts < 64))
+    assert "attention_prompt_head_overhead_s" in informed_parameters(rows)
+    assert "attention_prompt_head_overhead_s" not in informed_parameters(two)
+
+
+def test_a_prompt_pays_its_head_time_per_query_head():
+    """256 one-token prompts of 32 heads pay 256 x 32 of it beside their FLOPs and bytes
+    (as TensorRT-LLM's context FMHA: 21 ns a prompt and head, 345 us where the work takes
+    26 us)."""
+    rows = to_measurements([{"kind": "attention_prefill", "gpu": "h100-sxm",
+                             "model": "llama-3-8b", "prefill": 1.0, "prompts": p,
+                             "kv_dtype": "bf16", "compute_dtype": "bf16", "time_s": 1.0,
+                             "dataset": "prompts"} for p in (1.0, 256.0)])
+    costs = row_costs(rows, H100, Assumptions())
+    base = Efficiency(attention_mbu=0.8, attention_overhead_s=9e-6)
+    paid = predict(costs, base.with_values({"attention_prompt_head_overhead_s": 2e-8}))
+    assert paid - predict(costs, base) == pytest.approx([32 * 2e-8, 256 * 32 * 2e-8],
+                                                        rel=1e-9)
 
 
 def test_fit_recovers_each_kv_formats_attention_parameters():
