@@ -58,7 +58,8 @@ gemm_m_half more tokens, and gemm_mbu of the bandwidth; attention reaches attent
 and attention_mbu, each query attending attention_mfu_half more keys and each sequence
 reading attention_mbu_half more and each decode sequence paying per layer
 attention_kv_head_overhead_s per KV head and attention_query_head_overhead_s per query
-head on the GPU; the link reaches interconnect_efficiency and each collective pays
+head on the GPU, and the prompt chunk (N > 0) attention_prompt_head_overhead_s per layer
+and query head on the GPU; the link reaches interconnect_efficiency and each collective pays
 allreduce_overhead_s and allreduce_peer_overhead_s per other GPU (the profile's
 collective library's, `Assumptions.step_efficiency`), and the all-reduce parts take the
 faster of two protocols: a low-latency one at allreduce_ll_share of that bandwidth, a
@@ -272,40 +273,50 @@ class _Shape:
         FLOPs divided by the part's compute fraction and bytes by its bandwidth fraction,
         after adding the work only time pays (GEMMs: the FLOPs of gemm_m_half more tokens;
         attention: attention_mfu_half more keys per query, attention_mbu_half more per
-        sequence, and each decode sequence its per-head fixed times); link bytes divided
-        by interconnect_efficiency (the all-reduces' also by allreduce_ll_share), plus
-        each collective's fixed time as bytes at the link rate; with two protocols the
-        bulk one's all-reduce part (`bulk_parts`: interconnect_efficiency alone and
-        allreduce_bulk_overhead_s more per collective). The reported FLOPs and bytes
-        stay the real ones. Keeps the padding and fractions per part for `part_timing`."""
+        sequence, each decode sequence its per-head fixed times and a prompt chunk its
+        per-query-head one); link bytes divided by interconnect_efficiency (the
+        all-reduces' also by allreduce_ll_share), plus each collective's fixed time as
+        bytes at the link rate; with two protocols the bulk one's all-reduce part
+        (`bulk_parts`: interconnect_efficiency alone and allreduce_bulk_overhead_s more
+        per collective). The reported FLOPs and bytes stay the real ones. Keeps the
+        padding and fractions per part for `part_timing`."""
         model = inputs.model
         decode_only = is_scalar(inputs.prefill, 0)
         key_flops = self.per_gpu(model.attention_flops_per_key * model.layers
                                  * efficiency.attention_mfu_half)
         key_bytes = self.kv_per_gpu(self.kv_bytes_per_token * efficiency.attention_mbu_half)
         pipelined = self.layout is not None and self.layout.pipelined
+        layers = model.layers / self.layout.pp if pipelined else model.layers
         if pipelined:  # one stage's layers
             key_flops, key_bytes = key_flops / self.layout.pp, key_bytes / self.layout.pp
+
+        def attention_bytes(seconds):
+            """Seconds of attention work (per head, not scaled by the bandwidth) as bytes
+            at the attention's memory rate, which its efficiency then divides back out."""
+            return seconds * efficiency.attention_mbu * inputs.mbu * inputs.bandwidth
+
+        # a decode sequence's fixed time per KV head and query head of each layer
+        self.decode_padding = {}
+        if not (is_scalar(efficiency.attention_kv_head_overhead_s, 0)
+                and is_scalar(efficiency.attention_query_head_overhead_s, 0)):
+            self.decode_padding["attention"] = attention_bytes(layers * (
+                self.kv_per_gpu(self.kv_units) * efficiency.attention_kv_head_overhead_s
+                + self.per_gpu(model.heads) * efficiency.attention_query_head_overhead_s))
+        # a prompt chunk's fixed time per query head of each layer (the context FMHA runs
+        # a block of query rows per prompt and head, however few rows the chunk fills)
+        self.prompt_padding = {}
+        if not is_scalar(efficiency.attention_prompt_head_overhead_s, 0):
+            self.prompt_padding["attention"] = attention_bytes(
+                layers * self.per_gpu(model.heads) * efficiency.attention_prompt_head_overhead_s)
+        prompt_bytes = plus(key_bytes, self.prompt_padding.get("attention"))
         padding = {
             "gemm": Linear(flops_fixed=efficiency.gemm_m_half
                             * self.parts["gemm"].flops_per_sequence / self.queries),
             "attention": Linear(
                 flops_fixed=None if decode_only else key_flops * inputs.prefill,
                 flops_per_sequence=self.per_query(key_flops),
-                bytes_fixed=None if decode_only else key_bytes * (inputs.prefill > 0),
+                bytes_fixed=None if decode_only else prompt_bytes * (inputs.prefill > 0),
                 bytes_per_sequence=key_bytes)}
-        # a decode sequence's fixed time per KV head and query head of each layer (the
-        # kernel's work per head, in seconds: not scaled by the bandwidth), as bytes at
-        # the attention's memory rate, which its efficiency then divides back out
-        self.decode_padding = {}
-        if not (is_scalar(efficiency.attention_kv_head_overhead_s, 0)
-                and is_scalar(efficiency.attention_query_head_overhead_s, 0)):
-            layers = model.layers / self.layout.pp if pipelined else model.layers
-            head_time = layers * (
-                self.kv_per_gpu(self.kv_units) * efficiency.attention_kv_head_overhead_s
-                + self.per_gpu(model.heads) * efficiency.attention_query_head_overhead_s)
-            self.decode_padding["attention"] = (head_time * efficiency.attention_mbu
-                                                * inputs.mbu * inputs.bandwidth)
         # the all-reduces' protocol: the low-latency one, at allreduce_ll_share of the
         # link's bandwidth (1: the single protocol), and where that share is below 1 the
         # bulk one beside it (`bulk_parts`), whichever is faster timing the part
@@ -455,10 +466,12 @@ def _step_time(costs, times, assumptions, compute_rate, memory_rate):
 class PartTiming:
     """How the efficiency model times one part, for code that adds parts up itself (the
     simulator): time = max((F + flops_per_step + flops_per_query * T) / compute,
-    (B + bytes_per_sequence * sequences + bytes_per_decode * decodes + bytes_per_step)
-    / memory), with T the step's tokens, sequences its decodes and prompt chunks; link
-    parts divide their bytes by `memory` at the link rate, and where `bulk` (the bulk
-    all-reduce protocol's timing) is given take the faster of the two."""
+    (B + bytes_per_prompt * (sequences - decodes) + bytes_per_sequence * sequences
+    + bytes_per_decode * decodes + bytes_per_step) / memory), with T the step's tokens,
+    sequences its decodes and prompt chunks (each chunk pays bytes_per_prompt, the
+    prompt's per-query-head time, once); link parts divide their bytes by `memory` at the
+    link rate, and where `bulk` (the bulk all-reduce protocol's timing) is given take the
+    faster of the two."""
 
     compute: float
     memory: float
@@ -467,11 +480,13 @@ class PartTiming:
     bytes_per_sequence: float
     bytes_per_step: float
     bytes_per_decode: float = 0.0
+    bytes_per_prompt: float = 0.0
     bulk: PartTiming | None = None
 
     def timed_bytes(self, nbytes, sequences, decodes):
         """`nbytes` with the work only time pays, over the part's bandwidth fraction."""
-        return (nbytes + self.bytes_per_sequence * sequences + self.bytes_per_decode * decodes
+        return (nbytes + self.bytes_per_prompt * (sequences - decodes)
+                + self.bytes_per_sequence * sequences + self.bytes_per_decode * decodes
                 + self.bytes_per_step) / self.memory
 
 
@@ -489,17 +504,19 @@ def part_timing(inputs: StepInputs, assumptions: Assumptions
     def number(value):
         return 0.0 if value is None else float(np.asarray(value))
 
-    def timing_of(padding, compute, memory, per_decode=None, bulk=None):
+    def timing_of(padding, compute, memory, per_decode=None, per_prompt=None, bulk=None):
         return PartTiming(
             compute=float(compute), memory=number(memory),
             flops_per_step=number(padding.flops_fixed),
             flops_per_query=number(padding.flops_per_sequence),
             bytes_per_sequence=number(padding.bytes_per_sequence),
             bytes_per_step=number(padding.bytes_fixed), bytes_per_decode=number(per_decode),
+            bytes_per_prompt=number(per_prompt),
             bulk=None if bulk is None else timing_of(bulk[0], 1.0, bulk[1]))
 
     timing = {name: timing_of(shape.padding.get(name, Linear()), compute, memory,
-                              shape.decode_padding.get(name), shape.bulk_padding.get(name))
+                              shape.decode_padding.get(name), shape.prompt_padding.get(name),
+                              shape.bulk_padding.get(name))
               for name, (compute, memory) in shape.fractions.items()}
     return timing, number(shape.fixed_time)
 

@@ -98,6 +98,9 @@ class StepCosts:
         self.fixed_s = 0.0 if timing is None else timing[1]
         self.bulk = ((None,) * len(self.parts) if self.timing is None
                      else tuple(t.bulk for t in self.timing))
+        # whether a prompt chunk pays fixed times (the prompt's per-query-head ones)
+        self.prompts_pay = self.timing is not None and any(
+            t.bytes_per_prompt for t in self.timing)
         self._terms = tuple(zip(self.decode_flops, self.below_flops, self.above_flops,
                                 self.decode_bytes, self.below_bytes, self.above_bytes,
                                 self.links, self.bulk, strict=True))
@@ -243,6 +246,7 @@ class StepCosts:
         elif not tokens:
             weights = 0.0
         beyond = sum_context - sum_window_context
+        prompts = len(chunks) if self.prompts_pay else 0  # chunks paying fixed times
         compute, memory, link = self.compute_rate, self.memory_rate, self.link_rate
         timing, gemm = self.timing, self.gemm
         total = total_flops = total_bytes = link_time = 0.0
@@ -270,6 +274,8 @@ class StepCosts:
                 flops = (flops + t.flops_per_step + t.flops_per_query * tokens) / t.compute
                 if bulk is not None:  # the bulk all-reduce protocol's bytes
                     bulk_bytes = bulk.timed_bytes(nbytes, sequences, batch)
+                if prompts:  # each chunk pays them once (in `timed_bytes`' order)
+                    nbytes += t.bytes_per_prompt * prompts
                 nbytes = (nbytes + t.bytes_per_sequence * sequences + t.bytes_per_decode * batch
                           + t.bytes_per_step) / t.memory
             if on_link:
