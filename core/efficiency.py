@@ -52,8 +52,7 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   at 2 MB over 2 GPUs where one protocol's line through the small and the large
   messages says 14.7 us; fitted, the low-latency protocol runs at 0.41 of the bulk one's
   bandwidth and the bulk one costs 14.5 us more (the same on H100 and H200), and a
-  held-out GPU's error halves (13.0 -> 7.3 %). The time stays the minimum of two lines
-  in the batch, so the largest batch under a budget is the larger of each protocol's;
+  held-out GPU's error halves (13.0 -> 7.3 %);
 - a served request pays `request_overhead_s` outside every step (HTTP, tokenisation,
   queueing into the engine, detokenisation and streaming back: what a benchmark client
   measures beyond the engine's steps). The step model never reads it; the serving drivers
@@ -97,7 +96,9 @@ reaches a lower share of the bandwidth at large ones; one set of parameters for 
 left TensorRT-LLM's held-out all-reduces +102-107 % slow.
 
 Every form keeps a part's time affine in the batch (the quantisation pass is linear in
-the tokens), so the closed-form largest batch under a TPOT budget still holds;
+the tokens), but for the all-reduce's two protocols, the lesser of two affine times: so
+the closed-form largest batch under a TPOT budget still holds (the larger of each
+protocol's);
 efficiencies stay in (0, 1] and overheads >= 0, so a calibrated prediction is never
 faster than the ideal roofline. The defaults are the ideal roofline:
 `Efficiency()` changes nothing. The functions take numpy arrays or scalars and broadcast.
