@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -349,11 +349,12 @@ def hold_out(corpus: Corpus, holdout: str, explain: bool = False) -> list[HeldOu
             target = inside & (corpus.kind_group == kind)
             train = ~inside & (corpus.kind_group == kind)
             if train.any():
-                fitted = _fit(corpus, train)
-                predicted[target] = predict(corpus.costs.subset(target), fitted.efficiency,
+                fitting = _libraries_pooled(corpus, train, target)
+                fitted = _fit(fitting, train)
+                predicted[target] = predict(fitting.costs.subset(target), fitted.efficiency,
                                             mbu=fitted.mbu)
                 if explain:
-                    _add(shares, _explain(corpus, target, fitted), target.sum())
+                    _add(shares, _explain(fitting, target, fitted), target.sum())
             else:
                 predicted[target], note = _transferred(corpus, target)
                 notes.append(f"{kind}: {NO_DATA}; {note}")
@@ -363,6 +364,20 @@ def hold_out(corpus: Corpus, holdout: str, explain: bool = False) -> list[HeldOu
             rows=members, predicted_s=predicted[members], notes=notes,
             explained={p: v / len(members) for p, v in shares.items()} if explain else None))
     return results
+
+
+def _libraries_pooled(corpus: Corpus, train: np.ndarray, target: np.ndarray) -> Corpus:
+    """The corpus, or where a held-out collective library has no rows to fit its own table
+    on (`--holdout engine` with one library's all-reduces), every all-reduce as the base
+    values': those are then fitted on every other library's rows, not only on the rows
+    that name none."""
+    libraries = corpus.rows.library
+    named = set(np.unique(libraries[target])) - {0}
+    if named <= set(np.unique(libraries[train])):
+        return corpus
+    none = np.zeros_like(libraries)
+    return replace(corpus, rows=replace(corpus.rows, library=none),
+                   costs=replace(corpus.costs, library=none))
 
 
 def _fit(corpus: Corpus, mask: np.ndarray) -> Fit:
