@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -337,24 +338,40 @@ def _shards(out: Path) -> list[Path]:
     return sorted((out / "points").glob("shard-*.parquet"))
 
 
+def _stopped_mid_run(args: list[str], out: Path, total: int) -> subprocess.Popen:
+    """A `sweep run` stopped (SIGSTOP) with 3 or more of its `total` shards written and 2
+    or more to go (at most the one in flight can still land after a signal). One worker
+    and small shards make a run of a second or more; where a loaded machine left this
+    process unscheduled until the run had (nearly) finished, it is run again."""
+    for _ in range(5):
+        shutil.rmtree(out, ignore_errors=True)
+        process = subprocess.Popen([sys.executable, "-m", "rooftui.sweeps", *args,
+                                    "--workers", "1", "--out", str(out)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None and (
+                not (out / "points").is_dir() or len(_shards(out)) < 3):
+            time.sleep(0.005)
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGSTOP)
+            if len(_shards(out)) <= total - 2:
+                return process
+            os.kill(process.pid, signal.SIGCONT)
+        process.communicate(timeout=60)
+    raise AssertionError("every run finished before it could be stopped mid-way")
+
+
 @pytest.mark.parametrize("how", ["kill", "interrupt"])
 def test_resume_after_kill_matches_an_uninterrupted_run(how, tmp_path):
     grid_path = _resume_grid(tmp_path)
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     args = ["run", str(grid_path), "--shard-size", "2048", "--no-charts"]
-    # one worker and small shards: a run of a second or more, so that a test process the
-    # loaded machine leaves unscheduled for a while still finds it running
-    process = subprocess.Popen([sys.executable, "-m", "rooftui.sweeps", *args, "--workers",
-                                "1", "--out", str(killed)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None and (
-            not (killed / "points").is_dir() or len(_shards(killed)) < 3):
-        time.sleep(0.005)
-    assert process.poll() is None, "the run finished before it could be interrupted"
-    os.kill(process.pid, signal.SIGKILL if how == "kill" else signal.SIGINT)
-    _, err = process.communicate(timeout=60)
     total = runner.Layout(load_grid(grid_path).size, 2048).shards
+    process = _stopped_mid_run(args, killed, total)
+    os.kill(process.pid, signal.SIGKILL if how == "kill" else signal.SIGINT)
+    os.kill(process.pid, signal.SIGCONT)  # a stopped process takes its SIGINT once resumed
+    _, err = process.communicate(timeout=60)
     left = _shards(killed)
     assert 3 <= len(left) < total
     for shard in left:  # nothing a reader could mistake for a result
