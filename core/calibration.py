@@ -558,16 +558,12 @@ def informed_parameters(rows: Measurements, collective_library: str = "") -> lis
               for m in np.unique(rows.model[decode])}
     if len(groups) < 2:  # one number with the per-KV-head time
         names.discard("attention_query_head_overhead_s")
-    if prefill.any():  # else one number with the op's fixed time
-        heads = np.array([rows.models[m].num_attention_heads for m in rows.model[prefill]])
-        if len(np.unique(heads / rows.tp[prefill] * rows.prompts[prefill])) < 3:
-            names.discard("attention_prompt_head_overhead_s")
     informing = {"attention_mbu": decode | steps, "attention_mbu_half": steps,
                  "attention_kv_head_overhead_s": decode,
                  "attention_query_head_overhead_s": decode,
                  "attention_overhead_s": decode | prefill,
                  "prefill_attention_overhead_s": prefill,
-                 "attention_prompt_head_overhead_s": prefill,
+                 "attention_prompt_head_overhead_s": _prompt_heads_varied(rows, prefill),
                  "attention_mfu": prefill | steps & (rows.prefill > 0),
                  "attention_mfu_half": prefill}
     def kv_tables(members: np.ndarray) -> set[str | None]:
@@ -581,6 +577,20 @@ def informed_parameters(rows: Measurements, collective_library: str = "") -> lis
                       if name == "prefill_attention_overhead_s" else kv_tables(members))
             names |= {f"{table}.{name}" if table else name for table in tables}
     return [name for name in FIT_PARAMETERS if name in names]
+
+
+def _prompt_heads_varied(rows: Measurements, prefill: np.ndarray) -> np.ndarray:
+    """The prefill rows of each KV-cache table whose prompts times query heads on the GPU
+    take three values or more (else the time per prompt and head is one number with the
+    op's fixed time)."""
+    per_model = np.array([0.0, *(model.num_attention_heads for model in rows.models)])
+    heads = per_model[rows.model + 1] / rows.tp * rows.prompts  # model -1: none
+    tables = np.array([_kv_table(code) or "" for code in range(len(DTYPES))])[rows.kv_dtype]
+    varied = np.zeros(len(rows), dtype=bool)
+    for table in np.unique(tables[prefill]):
+        members = prefill & (tables == table)
+        varied |= members & (len(np.unique(heads[members])) >= 3)
+    return varied
 
 
 def _library_names(code: int, names: tuple[str, ...]) -> set[str]:

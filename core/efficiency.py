@@ -50,8 +50,8 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   `allreduce_ll_share` of that bandwidth, and the bulk one (Simple), paying
   `allreduce_bulk_overhead_s` more per all-reduce. NCCL's H100 all-reduces take 27.6 us
   at 2 MB over 2 GPUs where one protocol's line through the small and the large
-  messages says 14.7 us; fitted, the low-latency protocol runs at 0.41 of the bulk one's
-  bandwidth and the bulk one costs 14.5 us more (the same on H100 and H200), and a
+  messages says 14.7 us; fitted, the low-latency protocol runs at 0.39-0.41 of the bulk
+  one's bandwidth and the bulk one costs 13.5-14.5 us more (H100 and H200 alike), and a
   held-out GPU's error halves (13.0 -> 7.3 %);
 - a served request pays `request_overhead_s` outside every step (HTTP, tokenisation,
   queueing into the engine, detokenisation and streaming back: what a benchmark client

@@ -50,7 +50,9 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
     GEMM rows fit their own parameters (fp8.gemm_mfu, ...; bf16 rows the base ones),
     attention rows with an 8-bit (4-bit) KV cache the fp8 (fp4) table's attention
     parameters; decode attention rows fit a sequence's fixed time per KV head and per
-    query head (attention_kv_head_overhead_s, attention_query_head_overhead_s), step
+    query head (attention_kv_head_overhead_s, attention_query_head_overhead_s),
+    prefill attention rows a prompt's fixed time per query head
+    (attention_prompt_head_overhead_s, where prompts x heads take three values), step
     rows attention_mbu_half. All-reduce rows of NCCL or TensorRT-LLM's custom all-reduce
     (the CSV's engine column: nccl, trtllm) fit that library's own table
     ([efficiency.nccl], [efficiency.trtllm]: interconnect_efficiency,

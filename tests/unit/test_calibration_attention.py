@@ -79,6 +79,13 @@ def test_a_prompts_head_time_needs_three_counts_of_prompt_heads():
     two = rows.subset(~prefill | (rows.prompts < 64))
     assert "attention_prompt_head_overhead_s" in informed_parameters(rows)
     assert "attention_prompt_head_overhead_s" not in informed_parameters(two)
+    # per KV-cache table: an fp8 cache's one prompt count is not told apart by the bf16
+    # rows' three
+    one_fp8 = to_measurements([row for row in attention_rows() if not (
+        row["kind"] == "attention_prefill" and row["kv_dtype"] == "fp8" and row["prompts"] > 1)])
+    names = informed_parameters(one_fp8)
+    assert "attention_prompt_head_overhead_s" in names
+    assert "fp8.attention_prompt_head_overhead_s" not in names
 
 
 def test_a_prompt_pays_its_head_time_per_query_head():
