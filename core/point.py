@@ -12,6 +12,7 @@ import numpy as np
 from rooftui.core import limits, step_trace
 from rooftui.core.assumptions import Assumptions, load_profile
 from rooftui.core.dtypes import check_dtype, default_compute_dtype
+from rooftui.core.efficiency import COLLECTIVE_TABLES
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import GPU, load_gpu
 from rooftui.core.model import Model, ModelArrays, load_model
@@ -440,10 +441,27 @@ def link_name(config: PointConfig, part: str) -> str:
 
 
 def _collectives(config: PointConfig, m: dict) -> dict:
-    """Each link part's bytes per GPU, the link it crosses and its time."""
-    return {name: {"bytes": m[f"{name}_bytes"], "link": link_name(config, name),
-                   "time_s": m[f"{name}_time_s"]}
-            for name in LINK_PARTS if f"{name}_bytes" in m}
+    """Each link part's bytes per GPU, the link it crosses and its time; an all-reduce
+    part under a profile with two protocols also the one that timed it."""
+    out = {name: {"bytes": m[f"{name}_bytes"], "link": link_name(config, name),
+                  "time_s": m[f"{name}_time_s"]}
+           for name in LINK_PARTS if f"{name}_bytes" in m}
+    if config.tp > 1 and config.assumptions.step_efficiency.allreduce_ll_share < 1:
+        low_latency = evaluate_point(config.with_changes(
+            assumptions=_low_latency_only(config.assumptions)))
+        for name in ("communication", "draft_communication"):
+            if name in out and out[name]["bytes"] > 0:
+                out[name]["protocol"] = ("low-latency" if m[f"{name}_time_s"]
+                                         == low_latency[f"{name}_time_s"] else "bulk")
+    return out
+
+
+def _low_latency_only(assumptions: Assumptions) -> Assumptions:
+    """The profile with its bulk all-reduce protocol out of reach (an hour more a
+    collective): the low-latency one times every all-reduce."""
+    never = {name: 3600.0 for name in ("allreduce_bulk_overhead_s", *(
+        f"{table}.allreduce_bulk_overhead_s" for table in COLLECTIVE_TABLES))}
+    return replace(assumptions, efficiency=assumptions.efficiency.with_values(never))
 
 
 def point_report(config: PointConfig) -> dict:

@@ -223,8 +223,9 @@ def _collective_lines(r: dict) -> list[str]:
         return []
     lines = ["", f"  {'collective':<20}{'bytes':>12}{'time':>12}  link"]
     for name, link in r["collectives"].items():
+        protocol = f", {link['protocol']} protocol" if "protocol" in link else ""
         lines.append(f"  {name:<20}{units.si(link['bytes'], 'B'):>12}"
-                     f"{units.seconds(link['time_s']):>12}  {link['link']}")
+                     f"{units.seconds(link['time_s']):>12}  {link['link']}{protocol}")
     layout, moe = r["parallelism"], r["moe"]
     if layout["pp"] > 1:
         lines.append(f"  pipeline bubble      ×{layout['bubble']:.3f}   ({layout['micro_batches']} "

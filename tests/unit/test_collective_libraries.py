@@ -320,3 +320,28 @@ def test_a_held_out_library_is_priced_by_a_fit_on_every_other_librarys_rows(pool
         assert error < 0.01
     else:
         assert error > 0.1
+
+
+def test_sweep_point_names_the_protocol_that_timed_the_all_reduces():
+    """Under a profile with two protocols: a decode of one sequence sends 16 kB a
+    collective (the low-latency one), of 512 sequences 8 MB (the bulk one); a profile
+    with one says none."""
+    from rooftui.core.point import named_config, point_report
+
+    def protocol(profile: str, batch: int) -> str | None:
+        report = point_report(named_config("h100-sxm", "llama-3-70b", profile, tp=4,
+                                           batch=batch))
+        return report["collectives"]["communication"].get("protocol")
+
+    assert load_profile("h100-sxm-kernels").efficiency.allreduce_ll_share < 1
+    assert protocol("h100-sxm-kernels", 1) == "low-latency"
+    assert protocol("h100-sxm-kernels", 512) == "bulk"
+    assert protocol("h100-trtllm", 512) is None
+    text, _ = sweep("point", "--gpu", "h100-sxm", "--model", "llama-3-70b", "--tp", "4",
+                    "--batch", "512", "--profile", "h100-sxm-kernels")
+    assert "interconnect, bulk protocol" in text
+    from rooftui.tui.widgets.breakdown import collective_rows  # the Explorer's table
+
+    report = point_report(named_config("h100-sxm", "llama-3-70b", "h100-sxm-kernels", tp=4,
+                                       batch=1))
+    assert collective_rows(report)[0][-1] == "interconnect, low-latency protocol"

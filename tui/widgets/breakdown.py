@@ -31,8 +31,10 @@ COLLECTIVE_RIGHT_ALIGNED = {1, 2}
 
 
 def collective_rows(report: dict) -> list[tuple[str, ...]]:
-    """One row per collective: its bytes per GPU, time and the link it crosses."""
-    return [(name, units.si(link["bytes"], "B"), units.seconds(link["time_s"]), link["link"])
+    """One row per collective: its bytes per GPU, time and the link it crosses (and the
+    all-reduce protocol that timed it, under a profile with two)."""
+    return [(name, units.si(link["bytes"], "B"), units.seconds(link["time_s"]),
+             link["link"] + (f", {link['protocol']} protocol" if "protocol" in link else ""))
             for name, link in report["collectives"].items()]
 
 
