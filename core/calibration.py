@@ -91,8 +91,8 @@ FIT_PARAMETERS = ("mbu", *PARAMETERS, *(
     if name != "activation_quant_bytes" or table in QUANTISING_TABLES), *(
     f"{table}.{name}" for table in QUANTISING_TABLES for name in ATTENTION_PARAMETERS), *(
     f"{table}.{name}" for table in COLLECTIVE_TABLES for name in COLLECTIVE_PARAMETERS))
-# an all-reduce's single-protocol parameters: what steps and few message sizes can inform
-ONE_PROTOCOL = ("interconnect_efficiency", "allreduce_overhead_s", "allreduce_peer_overhead_s")
+# what any rows of all-reduces inform: the link's share and each all-reduce's fixed time
+ALLREDUCE_BASICS = ("interconnect_efficiency", "allreduce_overhead_s")
 # distinct message sizes from which a library's all-reduce rows tell its two protocols
 # apart (the low-latency one's bandwidth share and the bulk one's extra fixed time)
 PROTOCOL_SIZES = 8
@@ -520,7 +520,7 @@ def informed_parameters(rows: Measurements, collective_library: str = "") -> lis
     allreduce = rows.kind == KINDS.index("allreduce")
     for code in np.unique(rows.library[allreduce]):
         members = allreduce & (rows.library == code)
-        informed = list(ONE_PROTOCOL[:2])
+        informed = list(ALLREDUCE_BASICS)
         if len(np.unique(rows.tp[members])) >= 2:
             informed.append("allreduce_peer_overhead_s")
         if len(np.unique(rows.message_bytes[members])) >= PROTOCOL_SIZES:
@@ -551,7 +551,7 @@ def informed_parameters(rows: Measurements, collective_library: str = "") -> lis
             names.add("layer_overhead_s")
         if len(np.unique(rows.tp[steps])) > 1:  # else one number with the step overhead
             names |= _library_names(collective_library_code(collective_library),
-                                    ONE_PROTOCOL[:2])
+                                    ALLREDUCE_BASICS)
     decode = rows.kind == KINDS.index("attention_decode")
     prefill = rows.kind == KINDS.index("attention_prefill")
     groups = {rows.models[m].num_attention_heads // rows.models[m].num_key_value_heads

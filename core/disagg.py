@@ -16,8 +16,9 @@ configuration on the system.
 - Aggregated: y replicas, each attention group running B decodes and, to keep its batch
   fed, c = B L / O prefill tokens per step (chunked prefill, chunks after (L - c)/2 cached
   tokens on average; for c > L one chunk of c tokens stands for c / L prompts, which
-  overstates their attention and pays one prompt's fixed time per head, not c / L): TPOT = the step time t_a, a prompt's prefill spans
-  max(1, L / c) steps, the capacity is y * dp * B / (O t_a).
+  overstates their attention and pays one prompt's fixed time per head, not c / L):
+  TPOT = the step time t_a, a prompt's prefill spans max(1, L / c) steps, the capacity
+  is y * dp * B / (O t_a).
 - TTFT = the prefill's service time (+ the KV transfer) + the wait in an M/D/c queue of the
   prompts (Poisson arrivals), by Sakasegawa's approximation:
   W = rho^(sqrt(2 (c + 1)) - 1) / (c (1 - rho)) * s / 2 for c servers of service time s at

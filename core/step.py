@@ -58,12 +58,13 @@ gemm_m_half more tokens, and gemm_mbu of the bandwidth; attention reaches attent
 and attention_mbu, each query attending attention_mfu_half more keys and each sequence
 reading attention_mbu_half more and each decode sequence paying per layer
 attention_kv_head_overhead_s per KV head and attention_query_head_overhead_s per query
-head on the GPU, and the prompt chunk (N > 0) attention_prompt_head_overhead_s per layer
-and query head on the GPU; the link reaches interconnect_efficiency and each collective pays
-allreduce_overhead_s and allreduce_peer_overhead_s per other GPU (the profile's
-collective library's, `Assumptions.step_efficiency`), and the all-reduce parts take the
-faster of two protocols: a low-latency one at allreduce_ll_share of that bandwidth, a
-bulk one paying allreduce_bulk_overhead_s more per collective (`efficiency.link_time`).
+head on the GPU, and the prompt chunk (N > 0) attention_prompt_head_overhead_s per
+layer and query head on the GPU; the link reaches interconnect_efficiency and each
+collective pays allreduce_overhead_s and allreduce_peer_overhead_s per other GPU (the
+profile's collective library's, `Assumptions.step_efficiency`), and the all-reduce parts
+take the faster of two protocols: a low-latency one at allreduce_ll_share of that
+bandwidth, a bulk one paying allreduce_bulk_overhead_s more per collective
+(`efficiency.link_time`).
 A step with any token adds step_overhead_s + layers * layer_overhead_s (`overhead_s`; a
 draft's k steps pay their own). The reported FLOPs and bytes stay the real ones; only
 the times see the padding.
