@@ -456,6 +456,13 @@ def _collectives(config: PointConfig, m: dict) -> dict:
     return out
 
 
+def link_label(collective: dict) -> str:
+    """A report's collective as its table says it: the link it crosses, and the
+    all-reduce protocol that timed it where a profile has two."""
+    protocol = collective.get("protocol")
+    return collective["link"] + (f", {protocol} protocol" if protocol else "")
+
+
 def _low_latency_only(assumptions: Assumptions) -> Assumptions:
     """The profile with its bulk all-reduce protocol out of reach (an hour more a
     collective): the low-latency one times every all-reduce."""

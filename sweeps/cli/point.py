@@ -221,11 +221,11 @@ def _collective_lines(r: dict) -> list[str]:
     """Each collective's bytes per GPU, the link it crosses and its time."""
     if not r["collectives"]:
         return []
+    from rooftui.core.point import link_label  # numpy, as above
     lines = ["", f"  {'collective':<20}{'bytes':>12}{'time':>12}  link"]
     for name, link in r["collectives"].items():
-        protocol = f", {link['protocol']} protocol" if "protocol" in link else ""
         lines.append(f"  {name:<20}{units.si(link['bytes'], 'B'):>12}"
-                     f"{units.seconds(link['time_s']):>12}  {link['link']}{protocol}")
+                     f"{units.seconds(link['time_s']):>12}  {link_label(link)}")
     layout, moe = r["parallelism"], r["moe"]
     if layout["pp"] > 1:
         lines.append(f"  pipeline bubble      ×{layout['bubble']:.3f}   ({layout['micro_batches']} "

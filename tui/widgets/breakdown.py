@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from rooftui.core import units
+from rooftui.core.point import link_label
 from rooftui.tui.figures import ExplorerFigures
 
 
@@ -34,8 +35,7 @@ def collective_rows(report: dict) -> list[tuple[str, ...]]:
     """One row per collective: its bytes per GPU, time and the link it crosses (and the
     all-reduce protocol that timed it, under a profile with two)."""
     return [(name, units.si(link["bytes"], "B"), units.seconds(link["time_s"]),
-             link["link"] + (f", {link['protocol']} protocol" if "protocol" in link else ""))
-            for name, link in report["collectives"].items()]
+             link_label(link)) for name, link in report["collectives"].items()]
 
 
 def layout_lines(report: dict) -> list[str]:
