@@ -57,6 +57,8 @@ from rooftui.core.efficiency import (
     collective_library_code,
     fixed_step_time,
     gemm_times,
+    has_host_floor,
+    host_time,
     kv_table_index,
     link_time,
 )
@@ -386,6 +388,8 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
     that starts below the other can still be fitted)."""
     maximum = np.maximum if smoothing is None else (
         lambda a, b: _smooth_maximum(a, b, smoothing))
+    host = (np.where(costs.kind == KINDS.index("step"), host_time(costs.sequences, efficiency),
+                     0.0) if has_host_floor(efficiency) else None)
     efficiency = efficiency.for_compute_dtypes(costs.compute_dtype, costs.kv_bytes,
                                                costs.library)
     compute_rate = mfu * costs.peak_flops
@@ -409,11 +413,13 @@ def predict(costs: RowCosts, efficiency: Efficiency, mfu: float = 1.0, mbu: floa
                                gemm_memory + attention_memory + streams), communication)
     steps = np.where(costs.kind == KINDS.index("step"),
                      fixed_step_time(costs.layers, efficiency), 0.0)
-    return (body + steps + costs.kernels * efficiency.kernel_overhead_s
-            + costs.attention_ops * efficiency.attention_overhead_s
-            + costs.prefill_ops * efficiency.prefill_attention_overhead_s
-            + costs.launched_ops * efficiency.launch_overhead_s
-            + costs.host_timed_ops * efficiency.host_timer_overhead_s)
+    total = (body + steps + costs.kernels * efficiency.kernel_overhead_s
+             + costs.attention_ops * efficiency.attention_overhead_s
+             + costs.prefill_ops * efficiency.prefill_attention_overhead_s
+             + costs.launched_ops * efficiency.launch_overhead_s
+             + costs.host_timed_ops * efficiency.host_timer_overhead_s)
+    # a step no shorter than an overlapping scheduler's host time on it
+    return total if host is None else np.maximum(total, host)
 
 
 def _smooth_maximum(a, b, power):

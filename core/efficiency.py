@@ -53,6 +53,16 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   messages says 14.7 us; fitted, the low-latency protocol runs at 0.39-0.41 of the bulk
   one's bandwidth and the bulk one costs 13.5-14.5 us more (H100 and H200 alike), and a
   held-out GPU's error halves (13.0 -> 7.3 %);
+- an engine whose scheduler overlaps the host with the GPU (SGLang's overlap scheduler,
+  TensorRT-LLM's overlap scheduler: the host schedules, prepares and launches step n + 1
+  and processes step n's tokens while the GPU runs step n) takes a step no shorter than
+  the host's work on it, `host_step_s + host_sequence_s * sequences` (each decode and
+  each prompt chunk in the step): `step time = max(GPU time, host time)`, the GPU time
+  being every term above. The host's part hides behind a long step and sets a short one:
+  SGLang 0.5.6's Llama-3.1-8B runs on H200 keep a 23-40 ms TPOT at TP 1-8 and 20-512
+  clients, where the GPU's step is 6-22 ms, while its Qwen3-32B runs, whose steps are
+  longer, follow the GPU. An engine that runs the host and the GPU in turn pays its host
+  time as `step_overhead_s` instead (the defaults, 0, are no floor);
 - a served request pays `request_overhead_s` outside every step (HTTP, tokenisation,
   queueing into the engine, detokenisation and streaming back: what a benchmark client
   measures beyond the engine's steps). The step model never reads it; the serving drivers
@@ -155,6 +165,10 @@ PARAMETERS: dict[str, tuple[str, str, str]] = {
                            "of the bulk one's bandwidth"),
     "allreduce_bulk_overhead_s": ("amount", "s", "all-reduce: the bulk protocol's fixed "
                                   "time beyond the low-latency one's"),
+    "host_step_s": ("amount", "s", "an overlapping scheduler's host time per step: a step "
+                    "takes at least host_step_s + host_sequence_s * sequences"),
+    "host_sequence_s": ("amount", "s", "an overlapping scheduler's host time per sequence "
+                        "in the step (decodes and prompt chunks)"),
     "request_overhead_s": ("amount", "s",
                            "per request, outside the steps: front end to first token"),
 }
@@ -273,6 +287,8 @@ class Efficiency:
     allreduce_peer_overhead_s: float = 0.0
     allreduce_ll_share: float = 1.0
     allreduce_bulk_overhead_s: float = 0.0
+    host_step_s: float = 0.0
+    host_sequence_s: float = 0.0
     request_overhead_s: float = 0.0
     bf16: DtypeEfficiency = DtypeEfficiency()
     fp8: DtypeEfficiency = DtypeEfficiency()
@@ -530,6 +546,17 @@ def protocol_time(moving, collectives, efficiency: Efficiency):
 def collective_overhead(peers, efficiency: Efficiency):
     """The fixed time of one collective among `peers` other GPUs."""
     return efficiency.allreduce_overhead_s + peers * efficiency.allreduce_peer_overhead_s
+
+
+def host_time(sequences, efficiency: Efficiency):
+    """The host's time on a step of `sequences` decodes and prompt chunks: the least a
+    step takes under an overlapping scheduler (0 without one)."""
+    return efficiency.host_step_s + np.asarray(sequences, dtype=np.float64) * (
+        efficiency.host_sequence_s)
+
+
+def has_host_floor(efficiency: Efficiency) -> bool:
+    return efficiency.host_step_s > 0 or efficiency.host_sequence_s > 0
 
 
 def fixed_step_time(layers, efficiency: Efficiency):

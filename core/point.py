@@ -456,6 +456,21 @@ def _collectives(config: PointConfig, m: dict) -> dict:
     return out
 
 
+def host_bound(metrics: dict) -> bool:
+    """Whether the host's time sets the step (an overlapping scheduler's floor binds)."""
+    host = metrics.get("host_s")
+    return host is not None and host > 0 and host >= metrics["step_time_s"]
+
+
+def host_row(report: dict) -> dict | None:
+    """The host floor as a row of the step's breakdown (None without one): its time, and
+    whether it sets the step or hides behind the GPU's work."""
+    if report["host_s"] is None:
+        return None
+    return {"flops": 0.0, "bytes": 0.0, "time_s": report["host_s"], "intensity": None,
+            "bound": "sets the step" if report["bound"] == "host" else "hidden"}
+
+
 def link_label(collective: dict) -> str:
     """A report's collective as its table says it: the link it crosses, and the
     all-reduce protocol that timed it where a profile has two."""
@@ -510,6 +525,7 @@ def point_report(config: PointConfig) -> dict:
         },
         "step_time_s": m["step_time_s"],
         "overhead_s": m.get("overhead_s", 0.0),
+        "host_s": m.get("host_s"),  # an overlapping scheduler's host time (None: no floor)
         "tokens_per_s": m["tokens_per_s"],
         "tokens_per_s_per_gpu": m.get("tokens_per_s_per_gpu", m["tokens_per_s"]),
         "prefill_tokens_per_s": m["prefill_tokens_per_s"],
@@ -518,7 +534,7 @@ def point_report(config: PointConfig) -> dict:
         "bytes": m["bytes"],
         "intensity": _finite(m["intensity"]),
         "ridge": m["ridge"],
-        "bound": bound[m["compute_bound"]],
+        "bound": ("host" if host_bound(m) else bound[m["compute_bound"]]),
         "parts": {
             name: {
                 "flops": m[f"{name}_flops"],

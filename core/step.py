@@ -66,7 +66,9 @@ take the faster of two protocols: a low-latency one at allreduce_ll_share of tha
 bandwidth, a bulk one paying allreduce_bulk_overhead_s more per collective
 (`efficiency.link_time`).
 A step with any token adds step_overhead_s + layers * layer_overhead_s (`overhead_s`; a
-draft's k steps pay their own). The reported FLOPs and bytes stay the real ones; only
+draft's k steps pay their own), and under an overlapping scheduler takes no less than its
+host's time, host_step_s + host_sequence_s * (B + 1 with a prompt chunk) (`host_s`; the
+largest batch under a TPOT budget fits both). The reported FLOPs and bytes stay the real ones; only
 the times see the padding.
 
 Pipeline, expert and attention-data parallelism (pp, ep, dp) and the links their
@@ -100,7 +102,13 @@ import numpy as np
 
 from rooftui.core import step_chunks
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.efficiency import collective_overhead, fixed_step_time, part_efficiencies
+from rooftui.core.efficiency import (
+    collective_overhead,
+    fixed_step_time,
+    has_host_floor,
+    host_time,
+    part_efficiencies,
+)
 from rooftui.core.elementwise import any_true, as_float64, floor, maximum, minimum, where
 from rooftui.core.model import ModelArrays
 from rooftui.core.parallel import Layout
@@ -228,6 +236,8 @@ class _Shape:
         efficiency = assumptions.step_efficiency
         self.calibrated = not efficiency.is_ideal
         self.bulk_parts = {}  # link parts the bulk all-reduce protocol may time faster
+        # an overlapping scheduler's host time sets the least step time (None: no floor)
+        self.host = efficiency if has_host_floor(efficiency) else None
         if self.calibrated:
             efficiency = efficiency.for_compute_dtypes(inputs.compute_dtype, inputs.kv_bytes)
             self.timed_parts = self._timed_parts(inputs, efficiency)
@@ -572,6 +582,9 @@ def _evaluate(inputs: StepInputs, assumptions: Assumptions, tpot_budget) -> dict
     if shape.calibrated:
         overhead = where(busy, shape.fixed_time, 0.0)
         step_time = step_time + overhead
+    if shape.host is not None:  # the host's work on the step, hidden behind the GPU's
+        host = where(busy, host_time(batch + (inputs.prefill > 0), shape.host), 0.0)
+        step_time = maximum(step_time, host)
     new_tokens = batch * shape.tokens_per_step if shape.speculating else batch
 
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -605,6 +618,8 @@ def _evaluate(inputs: StepInputs, assumptions: Assumptions, tpot_budget) -> dict
                 else part_flops / compute_rate > part_bytes / memory_rate)
         if shape.calibrated:
             out["overhead_s"] = overhead
+        if shape.host is not None:
+            out["host_s"] = host
         if shape.speculating:
             out["expected_tokens_per_step"] = shape.tokens_per_step * np.ones(np.shape(batch))
         if shape.layout is not None:  # dp attention groups; GPUs of tp x dp x pp
@@ -660,10 +675,25 @@ def _evaluate(inputs: StepInputs, assumptions: Assumptions, tpot_budget) -> dict
         # solved once per configuration but the batch, then shown at every batch
         largest = max_batch_for_budget(shape, assumptions, compute_rate, memory_rate,
                                         links, budget)
+        if shape.host is not None:  # and the host's time must fit the whole budget
+            largest = minimum(largest, _host_max_batch(
+                shape.host, as_float64(tpot_budget) * shape.tokens_per_step,
+                inputs.prefill > 0))
         full = np.broadcast_shapes(np.shape(largest), np.shape(batch))
         out["max_batch_for_tpot"] = (largest if np.shape(largest) == full
                                      else np.broadcast_to(largest, full))
     return out
+
+
+def _host_max_batch(efficiency, budget, prompt):
+    """Largest B >= 1 whose host time (B decodes and the prompt chunk, if any) fits
+    `budget` (0 if none; unbounded without a time per sequence)."""
+    room = budget - host_time(prompt, efficiency)
+    if efficiency.host_sequence_s == 0:
+        return where(room >= 0, np.inf, 0.0)
+    with np.errstate(over="ignore"):  # a tiny time per sequence: unbounded
+        largest = floor(room / efficiency.host_sequence_s * (1 + 1e-12))
+    return where(largest >= 1, largest, 0.0)
 
 
 def _memory(inputs: StepInputs, shape: _Shape):

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from rooftui.core.assumptions import Assumptions
+from rooftui.core.efficiency import has_host_floor
 from rooftui.core.errors import SpecError
 from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step, part_timing
 
@@ -101,6 +102,12 @@ class StepCosts:
         # whether a prompt chunk pays fixed times (the prompt's per-query-head ones)
         self.prompts_pay = self.timing is not None and any(
             t.bytes_per_prompt for t in self.timing)
+        # an overlapping scheduler's host time per step and per sequence: the least a
+        # step takes (`efficiency.host_time`)
+        efficiency = assumptions.step_efficiency
+        self.host = has_host_floor(efficiency)
+        self.host_step_s = efficiency.host_step_s
+        self.host_sequence_s = efficiency.host_sequence_s
         self._terms = tuple(zip(self.decode_flops, self.below_flops, self.above_flops,
                                 self.decode_bytes, self.below_bytes, self.above_bytes,
                                 self.links, self.bulk, strict=True))
@@ -293,8 +300,14 @@ class StepCosts:
             total += part_time
         fixed = self.fixed_s if tokens > 0 else 0.0
         if self.overlap_parts:
-            return total + fixed
-        return max(total_flops / compute, total_bytes / memory, link_time) + fixed
+            step = total + fixed
+        else:
+            step = max(total_flops / compute, total_bytes / memory, link_time) + fixed
+        if self.host and tokens > 0:
+            host = self.host_step_s + (batch + len(chunks)) * self.host_sequence_s
+            if host > step:
+                return host
+        return step
 
     def chunk_arrays(self, tokens: np.ndarray, cached: np.ndarray):
         """`chunk` for arrays of chunks: per-part FLOPs and bytes arrays."""
@@ -396,10 +409,12 @@ class StepCosts:
                           for b, bulk in zip(nbytes, self.bulk, strict=True)]
             nbytes = [t.timed_bytes(b, sequences, decodes)
                       for b, t in zip(nbytes, self.timing, strict=True)]
+        steps = self._roofline_times(flops, nbytes, bulk_bytes) + self.fixed_s
+        if self.host:
+            steps = np.maximum(steps, self.host_step_s + sequences * self.host_sequence_s)
         if tokens.ndim == 0 and tokens > 0:
-            return self._roofline_times(flops, nbytes, bulk_bytes) + self.fixed_s
-        return np.where(tokens > 0, self._roofline_times(flops, nbytes, bulk_bytes)
-                        + self.fixed_s, 0.0)
+            return steps
+        return np.where(tokens > 0, steps, 0.0)
 
     def _roofline_times(self, flops: list[np.ndarray], nbytes: list[np.ndarray],
                         bulk_bytes: list[np.ndarray | None]) -> np.ndarray:

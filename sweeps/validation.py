@@ -222,7 +222,8 @@ PARTS = {
                           "attention_prompt_head_overhead_s", "activation_quant_bytes"),
     "per-step overhead": ("step_overhead_s", "layer_overhead_s", "kernel_overhead_s",
                           "attention_overhead_s", "prefill_attention_overhead_s",
-                          "launch_overhead_s", "host_timer_overhead_s"),
+                          "launch_overhead_s", "host_timer_overhead_s", "host_step_s",
+                          "host_sequence_s"),
     "collectives": COLLECTIVE_PARAMETERS,
 }
 RESIDUAL_PART = "scheduling and model shape"

@@ -176,6 +176,9 @@ def render_report(r: dict) -> str:
     if r["overhead_s"]:  # a calibrated profile's fixed time per step and per layer
         rows.append(("overhead", {"flops": 0.0, "bytes": 0.0, "time_s": r["overhead_s"],
                                   "intensity": None, "bound": "fixed"}))
+    from rooftui.core.point import host_row  # numpy, as below
+    if (host := host_row(r)) is not None:  # an overlapping scheduler's host time per step
+        rows.append(("host", host))
     rows.append(("step", {"flops": r["flops"], "bytes": r["bytes"], "time_s": r["step_time_s"],
                           "intensity": r["intensity"], "bound": r["bound"]}))
     for name, part in rows:

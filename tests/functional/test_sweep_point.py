@@ -163,3 +163,19 @@ def test_specs_commands():
     assert sweep_process("specs", "show", "llama-3-8b").returncode == 0
     bad = sweep_process("specs", "show", "nope")
     assert bad.returncode == 2
+
+
+def test_an_overlapping_schedulers_host_floor_is_shown_where_it_sets_the_step():
+    """SGLang's engine profile holds a host floor: a small TP8 decode of Llama-3.1-8B is
+    host-bound (its `host` row sets the step), a large TP1 one of Llama-3-70B is not."""
+    args = ("point", "--profile", "h200-sglang", "--gpu", "h200", "--context", 2048)
+    small = json.loads(sweep_process(*args, "--model", "llama-3.1-8b", "--tp", 8,
+                                     "--batch", 64, "--json").stdout)
+    assert small["bound"] == "host" and small["step_time_s"] == small["host_s"]
+    large = json.loads(sweep_process(*args, "--model", "llama-3-70b", "--batch", 256,
+                                     "--json").stdout)
+    assert large["bound"] in {"memory", "compute"} and large["host_s"] < large["step_time_s"]
+    table = sweep_process(*args, "--model", "llama-3.1-8b", "--tp", 8, "--batch", 64).stdout
+    assert "host-bound" in table and "sets the step" in table
+    plain = json.loads(sweep_process("point", "--json").stdout)
+    assert plain["host_s"] is None

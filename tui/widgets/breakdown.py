@@ -8,13 +8,15 @@ from rich.text import Text
 from textual.widgets import Static
 
 from rooftui.core import units
-from rooftui.core.point import link_label
+from rooftui.core.point import host_row, link_label
 from rooftui.tui.figures import ExplorerFigures
 
 
 def breakdown_rows(report: dict) -> list[tuple[str, ...]]:
     """One row per part, then the whole step, formatted with units."""
     parts = list(report["parts"].items())
+    if (host := host_row(report)) is not None:  # an overlapping scheduler's host time
+        parts.append(("host", host))
     parts.append(("step", {"flops": report["flops"], "bytes": report["bytes"],
                            "time_s": report["step_time_s"], "intensity": report["intensity"],
                            "bound": report["bound"]}))
