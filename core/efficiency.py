@@ -60,8 +60,8 @@ A datasheet roofline is a bound. Measured steps pay more, in ways with a clear s
   each prompt chunk in the step): `step time = max(GPU time, host time)`, the GPU time
   being every term above. The host's part hides behind a long step and sets a short one:
   SGLang 0.5.6's Llama-3.1-8B runs on H200 keep a 23-40 ms TPOT at TP 1-8 and 20-512
-  clients, where the GPU's step is 6-22 ms, while its Qwen3-32B runs, whose steps are
-  longer, follow the GPU. An engine that runs the host and the GPU in turn pays its host
+  clients, where the GPU's step is 6-22 ms, while its Qwen3-32B runs at TP 1-2, whose
+  steps are longer, follow the GPU. An engine that runs the host and the GPU in turn pays its host
   time as `step_overhead_s` instead (the defaults, 0, are no floor);
 - a served request pays `request_overhead_s` outside every step (HTTP, tokenisation,
   queueing into the engine, detokenisation and streaming back: what a benchmark client
@@ -125,6 +125,7 @@ import numpy as np
 
 from rooftui.core import spec_files
 from rooftui.core.dtypes import BYTES_PER_ELEMENT
+from rooftui.core.elementwise import as_float64
 from rooftui.core.errors import SpecError
 
 # parameter -> (kind, unit, meaning); kind "fraction" is in (0, 1], "amount" is >= 0
@@ -551,8 +552,7 @@ def collective_overhead(peers, efficiency: Efficiency):
 def host_time(sequences, efficiency: Efficiency):
     """The host's time on a step of `sequences` decodes and prompt chunks: the least a
     step takes under an overlapping scheduler (0 without one)."""
-    return efficiency.host_step_s + np.asarray(sequences, dtype=np.float64) * (
-        efficiency.host_sequence_s)
+    return efficiency.host_step_s + as_float64(sequences) * efficiency.host_sequence_s
 
 
 def has_host_floor(efficiency: Efficiency) -> bool:

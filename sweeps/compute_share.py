@@ -16,6 +16,11 @@ of mean TTFT and TPOT, groups weighted equally) wins. Leave-one-group-out makes 
 choice per fold on the training groups only, as it fits the overheads. Only TensorRT-LLM
 chooses from COMPUTE_SHARES: with the same choice, vLLM's and Splitwise's held-out
 figures got worse (docs/end-to-end.md), so they keep their kernel profile's rate.
+
+An engine whose scheduler overlaps the host with the GPU also chooses its host floor the
+same way (`EngineDefaults.host_floors`: the least time a step takes, `host_step_s` plus
+`host_sequence_s` per sequence, core.efficiency): a floor, like a share, moves which
+steps the overheads lengthen, so each (share, floor) pair is its own candidate.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ from rooftui.sweeps.end_to_end import (
     COMPUTE_SHARES,
     LOGO_ROUNDS,
     HeldOut,
+    HostFloor,
     OverheadFit,
     Replay,
+    at_host_floor,
     group_key,
 )
 
@@ -45,32 +52,36 @@ def at_share(base: Assumptions, share: float) -> Assumptions:
 @dataclass
 class ShareFit:
     share: float
-    assumptions: Assumptions  # the kernel profile at that share, without the overheads
+    host_floor: HostFloor
+    assumptions: Assumptions  # the kernel profile at that share and floor, no overheads
     fit: OverheadFit  # the overheads fitted on top of it, and its replays
 
 
 class Shares:
-    """One engine's replays at every share (made once, reused by every fold)."""
+    """One engine's replays at every (share, host floor) candidate (made once, reused by
+    every fold)."""
 
     def __init__(self, replays: Sequence[Replay], base: Assumptions, replay: ReplayAgain,
-                 shares: Sequence[float] = COMPUTE_SHARES) -> None:
+                 shares: Sequence[float] = COMPUTE_SHARES,
+                 host_floors: Sequence[HostFloor] = (None,)) -> None:
         self.replay = replay
-        self.bases = {share: at_share(base, share) for share in shares}
-        self.replays = {share: list(replays) if share == 1.0 else
-                        [replay(r, self.bases[share]) for r in replays] for share in shares}
+        self.bases = {(share, floor): at_host_floor(at_share(base, share), floor)
+                      for share in shares for floor in host_floors}
+        self.replays = {key: list(replays) if self.bases[key] == base else
+                        [replay(r, self.bases[key]) for r in replays] for key in self.bases}
 
     def fit(self, free: list[str] | None = None, leave_out: tuple | None = None,
             rounds: int = 4, final_replay: bool = True) -> ShareFit:
         """The share and overheads of least loss on the groups other than `leave_out`
         (`final_replay`: as `end_to_end.fit_overheads`)."""
         best = None
-        for share, replays in self.replays.items():
+        for (share, floor), replays in self.replays.items():
             training = [r for r in replays if group_key(r) != leave_out]
-            fit = end_to_end.fit_overheads(training, self.bases[share], free=free,
+            fit = end_to_end.fit_overheads(training, self.bases[share, floor], free=free,
                                            replay=self.replay, rounds=rounds,
                                            final_replay=final_replay)
             if best is None or fit.loss < best.fit.loss:
-                best = ShareFit(share, self.bases[share], fit)
+                best = ShareFit(share, floor, self.bases[share, floor], fit)
         return best
 
     def leave_one_group_out(self) -> HeldOut:
@@ -81,6 +92,6 @@ class Shares:
                               final_replay=len(self.replays) > 1)
             return chosen.assumptions, chosen.fit
 
-        share = next(iter(self.replays))  # any: the groups and their steps are the same
-        return end_to_end.leave_one_group_out(self.replays[share], self.bases[share],
+        key = next(iter(self.replays))  # any: the groups and their steps are the same
+        return end_to_end.leave_one_group_out(self.replays[key], self.bases[key],
                                               self.replay, fit_fold)

@@ -59,7 +59,11 @@ static batches, settle at once). Every figure reported comes from a replay at th
 values, not from the affine surrogate; leave-one-group-out re-linearises each fold on
 its training groups only. `sweep replay --measured-dir --fit` also chooses TensorRT-LLM's
 compute share (its kernel profile's compute rate in serving) per fold, from a grid
-(`EngineDefaults.compute_shares`, sweeps/compute_share.py).
+(`EngineDefaults.compute_shares`, sweeps/compute_share.py), and SGLang's host floor (its
+overlap scheduler's host time per step and per sequence, the least a step takes:
+`EngineDefaults.host_floors`), on which only SGLang's front end is fitted
+(`EngineDefaults.step_overheads`). A step held at its floor is no slope: the fit's
+slopes count only the steps more GPU time would lengthen.
 
 Published end-to-end data (`measured_runs`):
 - `aiconfigurator-silicon-e2e-dense-h100-h200.csv`: 778 runs of TRT-LLM, vLLM and SGLang
@@ -94,7 +98,7 @@ import numpy as np
 
 from rooftui.core import intervals
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.efficiency import Efficiency
+from rooftui.core.efficiency import Efficiency, has_host_floor, host_time
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.intervals import dataset_weights, ratio_bounds
@@ -131,6 +135,12 @@ SPLITWISE_FILE = "splitwise-perf-model-a100-h100.csv"
 # (sweeps/compute_share.py): 1 is the kernel data's; half of it is below any the silicon
 # runs chose (0.65-0.8 for TensorRT-LLM)
 COMPUTE_SHARES = (1.0, 0.8, 0.65, 0.5)
+# the host floors (host_step_s, host_sequence_s) an overlapping scheduler's fit may choose
+# from (sweeps/compute_share.py; core.efficiency): none, and a host time of 5-20 ms a step
+# plus 20-60 us a sequence, around the 23-40 ms SGLang's Llama-3.1-8B runs keep at
+# 20-512 clients on every TP (docs/end-to-end.md)
+HOST_FLOORS = tuple((step, sequence) for step in (0.0, 5e-3, 10e-3, 20e-3)
+                    for sequence in (0.0, 20e-6, 40e-6, 60e-6))
 
 
 @dataclass(frozen=True)
@@ -147,6 +157,12 @@ class EngineDefaults:
     kernel_profile: str = "h100-trtllm"  # the kernels its runs are priced with (module doc)
     # the shares of that profile's compute rate its fit may choose (sweeps/compute_share.py)
     compute_shares: tuple[float, ...] = (1.0,)
+    # the host floors its fit may choose, for an overlapping scheduler (None: the kernel
+    # profile's own, no floor)
+    host_floors: tuple[tuple[float, float] | None, ...] = (None,)
+    # whether its fit frees the step, layer and all-reduce overheads (else the front end
+    # only: an overlapping scheduler's time per step is its host floor)
+    step_overheads: bool = True
 
 
 ENGINES = {
@@ -162,8 +178,12 @@ ENGINES = {
                              "default): the prefill_first policy. That keeps a closed "
                              "loop's waves together (every waiting prompt is prefilled "
                              "before the decodes resume, so a wave decodes and finishes in "
-                             "step): its clients are replayed in step",
-                             clients_in_step=True),
+                             "step): its clients are replayed in step; the overlap "
+                             "scheduler (on by default) prepares the next batch on the "
+                             "host while the GPU runs this one, so a step takes at least "
+                             "the host's time (a host floor, chosen by the fit)",
+                             clients_in_step=True, host_floors=HOST_FLOORS,
+                             step_overheads=False),
     "trtllm": EngineDefaults("continuous", 2048, 8192, "reserve", 0.9,
                              "TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens "
                              "8192, free_gpu_memory_fraction 0.9, GUARANTEED_NO_EVICT "
@@ -256,6 +276,18 @@ class Replay:
         return max(ttft, 1e-9), max(tpot, 1e-9)
 
 
+HostFloor = tuple[float, float] | None  # (host_step_s, host_sequence_s); None: base's own
+
+
+def at_host_floor(base: Assumptions, floor: HostFloor) -> Assumptions:
+    """`base` with its steps no shorter than the host floor `floor` (None: as it is)."""
+    if floor is None:
+        return base
+    step, sequence = floor
+    return replace(base, efficiency=replace(base.efficiency, host_step_s=step,
+                                            host_sequence_s=sequence))
+
+
 def with_overheads(base: Assumptions, values: Sequence[float]) -> Assumptions:
     return replace(base, efficiency=replace(base.efficiency, **dict(zip(OVERHEADS, map(
         float, values), strict=True))))
@@ -276,7 +308,10 @@ def _config(target: Target, assumptions: Assumptions, memory_fraction: float) ->
 
 
 def _step_coefficients(config: PointConfig) -> np.ndarray:
-    """How much one step's time grows per second of each overhead (exactly linear)."""
+    """How much one step's time grows per second of each overhead (exactly linear), as
+    its GPU time: without the host floor, whose held steps `_slopes` leaves out."""
+    config = config.with_changes(assumptions=replace(config.assumptions, efficiency=replace(
+        config.assumptions.efficiency, host_step_s=0.0, host_sequence_s=0.0)))
     base = evaluate_point(config)["step_time_s"]
     coefficients = []
     for name in STEP_OVERHEADS:
@@ -332,17 +367,29 @@ def measured_requests(run: Run) -> np.ndarray:
     return np.arange(run.warmup_requests + run.requests) >= run.warmup_requests
 
 
-def _slopes(simulation, scored: np.ndarray) -> tuple[float, float]:
+def _slopes(simulation, scored: np.ndarray, efficiency: Efficiency) -> tuple[float, float]:
     """Mean over the scored requests of the steps from arrival to first token, and of
-    the steps from first to last token per output token after the first."""
-    ends = simulation.steps["start_s"] + simulation.steps["duration_s"]
+    the steps from first to last token per output token after the first; a step held at
+    its host floor (`efficiency.host_time`) does not count: a little more GPU time leaves
+    it as long."""
+    steps = simulation.steps
+    ends = steps["start_s"] + steps["duration_s"]
+    moving = np.ones(ends.size)
+    if has_host_floor(efficiency):
+        moving = (steps["duration_s"] > host_time(simulation.useful_slots, efficiency)
+                  * (1 + 1e-12)).astype(np.float64)
+    counted = np.concatenate(([0.0], np.cumsum(moving)))
+
+    def between(start, end):
+        return (counted[np.searchsorted(ends, end, "right")]
+                - counted[np.searchsorted(ends, start, "right")])
+
     arrival, first = simulation.arrivals[scored], simulation.first_token_s[scored]
     finish = simulation.finish_s[scored]
-    before_first = np.searchsorted(ends, first, "right") - np.searchsorted(ends, arrival, "right")
+    before_first = between(arrival, first)
     outputs = simulation.requests.output_tokens[scored]
     decoding = outputs > 1
-    per_token = ((np.searchsorted(ends, finish[decoding], "right")
-                  - np.searchsorted(ends, first[decoding], "right")) / (outputs[decoding] - 1))
+    per_token = between(first[decoding], finish[decoding]) / (outputs[decoding] - 1)
     return float(before_first.mean()), float(per_token.mean()) if per_token.size else 0.0
 
 
@@ -391,15 +438,17 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
         # the clients out of step (module doc): slots start over one request's cycle
         cycle = float(np.mean(request_metrics(simulation)["e2e_s"]))
         simulation = run_with(cycle)
-    ttft_slope, tpot_slope = _slopes(simulation, scored)
+    ttft_slope, tpot_slope = _slopes(simulation, scored, config.assumptions.step_efficiency)
     report = summarize(simulation)
     predicted = {key: report[key] for key in ("itl_s", "duration_s", "preemptions",
                                               "mean_batch")}
     predicted.update(client_metrics(simulation, scored))
     predicted["output_throughput"] = report["throughput_tokens_per_s"]
     predicted["request_throughput"] = report["request_throughput"]
-    # all at once (static, or lockstep without a front end): the steps' order is fixed
-    exact = run.request_rate is None and not stagger and (static or front_end == 0)
+    # all at once (static, or lockstep without a front end): the steps' order is fixed,
+    # and without a host floor every step's time is affine in the overheads
+    exact = (run.request_rate is None and not stagger and (static or front_end == 0)
+             and not has_host_floor(config.assumptions.step_efficiency))
     return Replay(run, target, predicted, ttft_slope, tpot_slope,
                   _step_coefficients(config), overheads_of(assumptions), scheduling,
                   static, exact)
@@ -513,16 +562,19 @@ class OverheadFit:
 def free_overheads(replays: Sequence[Replay]) -> list[str]:
     """The overheads the runs can tell apart: a per-layer term needs models with
     different layer counts, a per-all-reduce term runs with and without TP, a front end
-    runs whose client is measured (not static batches timed inside the engine)."""
+    runs whose client is measured (not static batches timed inside the engine); the runs
+    of an engine whose time per step is its host floor (`EngineDefaults.step_overheads`
+    False: a floor, none included, is chosen beside the fit) fit their front end only."""
+    front_end = ["request_overhead_s"] if any(not r.static for r in replays) else []
+    if not any(engine_defaults(r.target.engine).step_overheads for r in replays):
+        return front_end
     coefficients = np.array([r.step_coefficients for r in replays])
     names = ["step_overhead_s"]
     if np.unique(coefficients[:, 1]).size > 1:
         names.append("layer_overhead_s")
     if np.unique(coefficients[:, 2] > 0).size > 1:
         names.append("allreduce_overhead_s")
-    if any(not r.static for r in replays):
-        names.append("request_overhead_s")
-    return names
+    return names + front_end
 
 
 def fit_overheads(replays: Sequence[Replay], base: Assumptions, *,
@@ -627,6 +679,7 @@ def leave_one_group_out(replays: Sequence[Replay], base: Assumptions,
             ratios[kind].append(log_ratios(held, kind))
         groups[key] = {"runs": len(held), "overheads": fit.overheads, "fitted": fit.fitted,
                        "mfu": at.mfu,
+                       "host_floor_s": [at.efficiency.host_step_s, at.efficiency.host_sequence_s],
                        "mape_ttft": mape(held, "ttft"), "mape_tpot": mape(held, "tpot"),
                        "bias_tpot": float(np.mean(np.exp(-log_ratios(held, "tpot")) - 1))}
     return HeldOut(keys[0][0], groups, ratios)
@@ -732,14 +785,31 @@ def measured_runs(folder: Path, engine: str | None = None
 def fit_engine_profile(runs: Sequence[Run], base: Assumptions, targets: Sequence[Target],
                        scheduling: Scheduling = Scheduling()):
     """Fit an engine's overheads on top of `base` from `runs` (one short benchmark is
-    enough for the per-step term). Returns (the fitted Efficiency, a summary: fitted
-    parameters, those at a bound, in-sample MAPE of mean TTFT and TPOT, the replays)."""
-    replays = replay_runs(runs, targets, base, scheduling)
-    fit = fit_overheads(replays, base, replay=replay_again)
-    fitted = with_overheads(base, fit.overheads)
+    enough for the per-step term), and for an engine with an overlapping scheduler its
+    host floor too (the candidate of least loss, `EngineDefaults.host_floors`; a `base`
+    with a floor of its own keeps it). Returns (the fitted Efficiency, a summary: host
+    floor, fitted parameters, those at a bound, in-sample MAPE of mean TTFT and TPOT, the
+    replays)."""
+    engines = {target.engine for target in targets}
+    floors = (engine_defaults(engines.pop()).host_floors
+              if len(engines) == 1 and not has_host_floor(base.efficiency) else (None,))
+    best = None
+    for floor in floors:
+        at = at_host_floor(base, floor)
+        fit = fit_overheads(replay_runs(runs, targets, at, scheduling), at,
+                            replay=replay_again)
+        if best is None or fit.loss < best[2].loss:
+            best = floor, at, fit
+    floor, at, fit = best
+    fitted = with_overheads(at, fit.overheads)
+    # a floor at the grid's largest step or sequence time may be short of the runs' own
+    edges = [name for name, index in (("host_step_s", 0), ("host_sequence_s", 1))
+             if floor is not None and len(floors) > 1 and floor[index] > 0
+             and floor[index] == max(f[index] for f in floors if f is not None)]
     return fitted.efficiency, {
+        "host_floor_s": None if floor is None else list(floor),
         "overheads_s": dict(zip(OVERHEADS, map(float, fit.overheads), strict=True)),
-        "fitted": fit.fitted, "at_bound": fit.at_bound, "rounds": fit.rounds,
+        "fitted": fit.fitted, "at_bound": fit.at_bound + edges, "rounds": fit.rounds,
         "runs": len(runs), "mape_ttft": mape(fit.replays, "ttft"),
         "mape_tpot": mape(fit.replays, "tpot"), "replays": fit.replays}
 

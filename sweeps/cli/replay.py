@@ -152,7 +152,10 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
                             f"{target['model']} on {target['gpu']} (TP {target['tp']}), on "
                             f"top of {profile}",
                 calibration={"gpu": target["gpu"], "kind": "end_to_end", "base": profile,
-                             "rows": len(runs), "fitted": summary["fitted"],
+                             "rows": len(runs),
+                             **({"host_floor_s": summary["host_floor_s"]}
+                                if summary["host_floor_s"] is not None else {}),
+                             "fitted": summary["fitted"],
                              "at_bound": summary["at_bound"]})
             report["fit"]["wrote"] = str(end_to_end.write_engine_profile(Path(out), text))
     return report
@@ -181,8 +184,9 @@ def _measured(folder, engine, profile, fit, out) -> dict:
     report["held_out"], report["profiles"] = [], []
     for engine in engines:
         mine = [r for r in replays if r.target.engine == engine]
+        defaults = end_to_end.engine_defaults(engine)
         shares = compute_share.Shares(mine, bases[kernels[engine]], end_to_end.replay_again,
-                                      end_to_end.engine_defaults(engine).compute_shares)
+                                      defaults.compute_shares, defaults.host_floors)
         held = shares.leave_one_group_out()
         bounds = {kind: end_to_end.interval_bounds(held.ratios[kind], LEVEL)
                   for kind in ("ttft", "tpot")}
@@ -195,7 +199,9 @@ def _measured(folder, engine, profile, fit, out) -> dict:
         chosen = shares.fit()
         full = chosen.fit
         entry = {"engine": engine, "overheads_s": full.overheads.tolist(),
-                 "compute_share": chosen.share, "fitted": full.fitted,
+                 "compute_share": chosen.share,
+                 "host_floor_s": None if chosen.host_floor is None else list(chosen.host_floor),
+                 "fitted": full.fitted,
                  "at_bound": full.at_bound,
                  "interval": {kind: list(b) for kind, b in bounds.items()},
                  "groups": len(held.groups)}
@@ -230,13 +236,19 @@ def _write_measured_profiles(folder, chosen, profile, given, engine, replays, bo
             description=f"{engine} on {gpu}: {profile}'s kernels"
                         + (f" at {chosen.share:g} of their compute rate (mfu)"
                            if chosen.share != 1 else "")
-                        + f", plus {engine}'s step, layer and all-reduce overheads and its "
-                        "per-request front end, fitted end to end on "
+                        + (f", steps no shorter than its host's time (overlap scheduler: "
+                           f"{units.seconds(chosen.host_floor[0])} a step plus "
+                           f"{units.seconds(chosen.host_floor[1])} a sequence)"
+                           if chosen.host_floor and any(chosen.host_floor) else "")
+                        + (f", plus {engine}'s {_fitted_text(full.fitted)}"
+                           if full.fitted else "") + ", fitted end to end on "
                         f"{len(replays)} runs ({', '.join(models)} on this GPU); held-out "
                         f"TPOT MAPE {100 * tpot_errors[0]:.0f}-{100 * tpot_errors[1]:.0f} % "
                         "per (GPU, model) group (docs/end-to-end.md)",
             calibration={"gpu": gpu, "kind": "end_to_end", "engine": engine, "base": profile,
                          "rows": len(replays), "compute_share": chosen.share,
+                         **({"host_floor_s": list(chosen.host_floor)}
+                            if chosen.host_floor is not None else {}),
                          "fitted": full.fitted,
                          "at_bound": full.at_bound, "dataset": dataset},
             interval={"level": LEVEL, "ratios": bounds,
@@ -245,6 +257,22 @@ def _write_measured_profiles(folder, chosen, profile, given, engine, replays, bo
             sources={dataset: "ai-dynamo/aiconfigurator@095f58a silicon_sample.csv"})
         written.append(str(end_to_end.write_engine_profile(folder / name, text)))
     return written
+
+
+STEP_OVERHEAD_NAMES = {"step_overhead_s": "step", "layer_overhead_s": "layer",
+                       "allreduce_overhead_s": "all-reduce"}
+
+
+def _fitted_text(fitted: list[str]) -> str:
+    """What an engine profile's fit added: "step, layer and all-reduce overheads and its
+    per-request front end", or a part of it."""
+    steps = [label for name, label in STEP_OVERHEAD_NAMES.items() if name in fitted]
+    parts = [f"{', '.join(steps[:-1])} and {steps[-1]}" if len(steps) > 1 else steps[0]
+             ] if steps else []
+    parts = [f"{parts[0]} overheads"] if parts else []
+    if "request_overhead_s" in fitted:
+        parts.append("per-request front end")
+    return " and its ".join(parts)
 
 
 def _group_rows(replays) -> list[dict]:
@@ -292,10 +320,17 @@ def render(report: dict) -> str:
                   f"{_mape(g['interval_coverage']['tpot']):>8}" for g in report["held_out"]]
         for entry in report["profiles"]:
             step, layer, allreduce, front_end = entry["overheads_s"]
+            host = entry.get("host_floor_s")
+            steps = {"step": step, "layer": layer, "all-reduce": allreduce}
+            fitted = [f"{label} {units.seconds(steps[label])}"
+                      for name, label in STEP_OVERHEAD_NAMES.items() if name in entry["fitted"]]
             lines.append(f"  {entry['engine']}: compute at {entry['compute_share']:g} of the "
-                         f"kernel profile's rate, step {units.seconds(step)}, layer "
-                         f"{units.seconds(layer)}, all-reduce {units.seconds(allreduce)}, "
-                         f"front end {units.seconds(front_end)} a request"
+                         "kernel profile's rate, "
+                         + (f"host floor {units.seconds(host[0])} a step + "
+                            f"{units.seconds(host[1])} a sequence, "
+                            if host and any(host) else "")
+                         + "".join(f"{text}, " for text in fitted)
+                         + f"front end {units.seconds(front_end)} a request"
                          + (f" (at bound: {', '.join(entry['at_bound'])})"
                             if entry["at_bound"] else "")
                          + f"; 80 % interval TTFT {entry['interval']['ttft']}, "
@@ -303,9 +338,12 @@ def render(report: dict) -> str:
             lines += [f"    wrote {path}" for path in entry.get("wrote", [])]
     if "fit" in report:
         f = report["fit"]
-        lines += ["", "fitted: " + ", ".join(f"{k} {units.seconds(v)}"
-                                             for k, v in f["overheads_s"].items()
-                                             if k in f["fitted"])
+        host = f.get("host_floor_s")
+        lines += ["", "fitted: " + ", ".join(
+                      ([f"host floor {units.seconds(host[0])} a step + "
+                        f"{units.seconds(host[1])} a sequence"] if host and any(host) else [])
+                      + [f"{k} {units.seconds(v)}" for k, v in f["overheads_s"].items()
+                         if k in f["fitted"]])
                   + (f" (at bound: {', '.join(f['at_bound'])})" if f["at_bound"] else ""),
                   f"  in-sample MAPE: TTFT {_mape(f['mape_ttft'])}, TPOT {_mape(f['mape_tpot'])}"]
         lines += [_run_line(row) for row in f["runs_after"]]

@@ -3,6 +3,8 @@ overheads on the training groups only, recovered from runs the simulator made wi
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,81 @@ def test_only_tensorrt_llm_chooses_a_compute_share():
     assert 1.0 in e2e.COMPUTE_SHARES and all(0 < s <= 1 for s in e2e.COMPUTE_SHARES)
     for engine in ("vllm", "sglang", "splitwise", None):
         assert e2e.engine_defaults(engine).compute_shares == (1.0,)
+
+
+HOST_TRUTH = (8e-3, 30e-6)
+HOST_CANDIDATES = ((0.0, 0.0), HOST_TRUTH, (8e-3, 0.0), (16e-3, 30e-6))
+FRONT_END = 0.05
+
+
+def test_a_host_floor_and_the_front_end_are_recovered_and_chosen_per_fold():
+    """SGLang-like runs (an overlapping scheduler: no step overheads of its own) made with
+    steps no shorter than a host floor, most of these short steps held at it: the
+    candidate floor that made them wins, with the front end, in every fold."""
+    truth = compute_share.at_host_floor(
+        e2e.with_overheads(BASE, [0.0, 0.0, 0.0, FRONT_END]), HOST_TRUTH)
+    runs, targets = [], []
+    for target in TARGETS:
+        target = dataclasses.replace(target, engine="sglang")
+        for concurrency, isl, osl in ((2, 300, 24), (12, 900, 40), (48, 200, 30)):
+            replay = e2e.replay_run(closed_run(concurrency, isl, osl), target, truth, LOCKSTEP)
+            runs.append(measured_as(replay))
+            targets.append(target)
+    replays = e2e.replay_runs(runs, targets, BASE, LOCKSTEP)
+    shares = compute_share.Shares(replays, BASE, e2e.replay_again, shares=(1.0,),
+                                  host_floors=HOST_CANDIDATES)
+    # SGLang's step is its host's: only its front end is fitted, under any floor or none
+    for candidate in HOST_CANDIDATES:
+        assert e2e.free_overheads(shares.replays[1.0, candidate]) == ["request_overhead_s"]
+    vllm = [e2e.replay_run(run, TARGETS[0], BASE, LOCKSTEP) for run in runs[:3]]
+    assert e2e.free_overheads(vllm + replays) == list(e2e.OVERHEADS)
+    chosen = shares.fit()
+    assert chosen.host_floor == HOST_TRUTH
+    efficiency = chosen.assumptions.efficiency
+    assert (efficiency.host_step_s, efficiency.host_sequence_s) == HOST_TRUTH
+    np.testing.assert_allclose(chosen.fit.overheads, [0, 0, 0, FRONT_END], atol=1e-4)
+    for group in shares.leave_one_group_out().groups.values():
+        assert group["host_floor_s"] == list(HOST_TRUTH)
+        assert group["mape_tpot"] < 0.005 and group["mape_ttft"] < 0.005
+
+
+def test_a_step_held_at_its_host_floor_is_no_slope():
+    """The fit's slopes count the steps a little more GPU time lengthens: none where the
+    host sets every step, all of them without a floor."""
+    run, target = closed_run(4, 300, 40), TARGETS[0]
+    plain = e2e.replay_run(run, target, BASE, LOCKSTEP)
+    held = e2e.replay_run(run, target, compute_share.at_host_floor(BASE, (1.0, 0.0)),
+                          LOCKSTEP)
+    assert plain.tpot_slope == pytest.approx(1.0) and plain.ttft_slope >= 1.0
+    assert held.tpot_slope == 0.0 and held.ttft_slope == 0.0
+
+
+def test_only_engines_with_an_overlapping_scheduler_choose_a_host_floor():
+    assert e2e.engine_defaults("sglang").host_floors == e2e.HOST_FLOORS
+    assert (0.0, 0.0) in e2e.HOST_FLOORS
+    for engine in ("vllm", "splitwise", None):
+        assert e2e.engine_defaults(engine).host_floors == (None,)
+
+
+def test_a_benchmark_file_fit_chooses_sglangs_host_floor():
+    """`sweep replay FILES --fit` (`fit_engine_profile`) on SGLang's runs chooses its floor
+    from the engine's candidates, as the published runs' fit does, and fits the front end
+    on it; a base with a floor of its own keeps it."""
+    floor = (10e-3, 40e-6)
+    truth = compute_share.at_host_floor(
+        e2e.with_overheads(BASE, [0.0, 0.0, 0.0, FRONT_END]), floor)
+    runs, targets = [], []
+    for target in TARGETS[:2]:
+        target = dataclasses.replace(target, engine="sglang")
+        for concurrency, isl, osl in ((4, 300, 24), (32, 200, 30)):
+            replay = e2e.replay_run(closed_run(concurrency, isl, osl), target, truth, LOCKSTEP)
+            runs.append(measured_as(replay))
+            targets.append(target)
+    efficiency, summary = e2e.fit_engine_profile(runs, BASE, targets, LOCKSTEP)
+    assert summary["host_floor_s"] == list(floor) and summary["fitted"] == ["request_overhead_s"]
+    assert (efficiency.host_step_s, efficiency.host_sequence_s) == floor
+    assert summary["overheads_s"]["request_overhead_s"] == pytest.approx(FRONT_END, abs=1e-4)
+    assert summary["mape_tpot"] < 1e-3 and summary["mape_ttft"] < 1e-3
+    own = compute_share.at_host_floor(BASE, (20e-3, 0.0))
+    _, kept = e2e.fit_engine_profile(runs, own, targets, LOCKSTEP)
+    assert kept["host_floor_s"] is None  # the base's own floor, not a candidate's

@@ -246,8 +246,14 @@ def test_shipped_engine_profiles_are_their_kernel_profile_plus_overheads(engine,
     # its compute at the share its fit chose, one its engine allows
     assert calibration["compute_share"] in e2e.engine_defaults(engine).compute_shares
     assert shipped.mfu == pytest.approx(kernel.mfu * calibration["compute_share"])
+    # and its host floor, one its engine allows (none: the kernel profile's)
+    floor = calibration.get("host_floor_s")
+    assert (None if floor is None else tuple(floor)) in e2e.engine_defaults(engine).host_floors
+    host = ("host_step_s", "host_sequence_s")
+    if floor is not None:
+        assert [shipped.efficiency.value(name) for name in host] == floor
     kernels = kernel.efficiency.as_dict()
     for parameter, value in kernels.items():
-        if parameter not in e2e.OVERHEADS:
+        if parameter not in e2e.OVERHEADS and (floor is None or parameter not in host):
             assert shipped.efficiency.value(parameter) == pytest.approx(value, rel=5e-4), (
                 parameter)

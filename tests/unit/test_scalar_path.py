@@ -27,9 +27,10 @@ MODELS = [load_model(name) for name in
           ("llama-3-8b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "gemma-2-9b",
            "gpt-oss-20b", "mistral-7b", "llama-3-70b")]
 DRAFTS = [None, load_model("llama-3-8b"), load_model("qwen2.5-7b")]
-# h100-sxm-kernels: decode attention's per-head fixed times
+# h100-sxm-kernels: decode attention's per-head fixed times; h200-sglang: a host floor
 PROFILES = [load_profile(name) for name in ("ideal", "derated", "h100-splitwise",
-                                             "h100-trtllm", "h100-sxm-kernels")]
+                                             "h100-trtllm", "h100-sxm-kernels",
+                                             "h200-sglang")]
 SYSTEMS = [None, load_system("hgx-h200-ib"), load_system("gb200-nvl72")]
 # fields the core tests for "switched off" (is_scalar): they stay single numbers on a grid
 SWITCHES = {"tp", "spec_tokens", "pp", "ep", "dp", "micro_batches"}
