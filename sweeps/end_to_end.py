@@ -562,9 +562,10 @@ class OverheadFit:
 def free_overheads(replays: Sequence[Replay]) -> list[str]:
     """The overheads the runs can tell apart: a per-layer term needs models with
     different layer counts, a per-all-reduce term runs with and without TP, a front end
-    runs whose client is measured (not static batches timed inside the engine); the runs
-    of an engine whose time per step is its host floor (`EngineDefaults.step_overheads`
-    False: a floor, none included, is chosen beside the fit) fit their front end only."""
+    runs whose client is measured (not static batches timed inside the engine). Runs all
+    of engines whose time per step is their host floor (`EngineDefaults.step_overheads`
+    False: a floor, none included, is chosen beside the fit) fit their front end only; in
+    a mix with any other engine's runs every overhead is free."""
     front_end = ["request_overhead_s"] if any(not r.static for r in replays) else []
     if not any(engine_defaults(r.target.engine).step_overheads for r in replays):
         return front_end
@@ -782,6 +783,15 @@ def measured_runs(folder: Path, engine: str | None = None
 
 # --- engine profiles -------------------------------------------------------------------
 
+def floor_edges(floor: HostFloor, floors: Sequence[HostFloor]) -> list[str]:
+    """The host floor's parameters at the largest value of the grid `floors` it was
+    chosen from: the runs' own may lie beyond (flagged as at a bound)."""
+    if floor is None or len(floors) < 2:
+        return []
+    return [name for index, name in enumerate(("host_step_s", "host_sequence_s"))
+            if floor[index] > 0 and floor[index] == max(f[index] for f in floors if f)]
+
+
 def fit_engine_profile(runs: Sequence[Run], base: Assumptions, targets: Sequence[Target],
                        scheduling: Scheduling = Scheduling()):
     """Fit an engine's overheads on top of `base` from `runs` (one short benchmark is
@@ -791,8 +801,7 @@ def fit_engine_profile(runs: Sequence[Run], base: Assumptions, targets: Sequence
     floor, fitted parameters, those at a bound, in-sample MAPE of mean TTFT and TPOT, the
     replays)."""
     engines = {target.engine for target in targets}
-    floors = (engine_defaults(engines.pop()).host_floors
-              if len(engines) == 1 and not has_host_floor(base.efficiency) else (None,))
+    floors = engine_defaults(engines.pop()).host_floors if len(engines) == 1 else (None,)
     best = None
     for floor in floors:
         at = at_host_floor(base, floor)
@@ -802,14 +811,13 @@ def fit_engine_profile(runs: Sequence[Run], base: Assumptions, targets: Sequence
             best = floor, at, fit
     floor, at, fit = best
     fitted = with_overheads(at, fit.overheads)
-    # a floor at the grid's largest step or sequence time may be short of the runs' own
-    edges = [name for name, index in (("host_step_s", 0), ("host_sequence_s", 1))
-             if floor is not None and len(floors) > 1 and floor[index] > 0
-             and floor[index] == max(f[index] for f in floors if f is not None)]
+    held = at.efficiency  # the floor in effect: the chosen one, or the base's own
     return fitted.efficiency, {
-        "host_floor_s": None if floor is None else list(floor),
+        "host_floor_s": ([held.host_step_s, held.host_sequence_s]
+                         if has_host_floor(held) else None),
         "overheads_s": dict(zip(OVERHEADS, map(float, fit.overheads), strict=True)),
-        "fitted": fit.fitted, "at_bound": fit.at_bound + edges, "rounds": fit.rounds,
+        "fitted": fit.fitted, "at_bound": fit.at_bound + floor_edges(floor, floors),
+        "rounds": fit.rounds,
         "runs": len(runs), "mape_ttft": mape(fit.replays, "ttft"),
         "mape_tpot": mape(fit.replays, "tpot"), "replays": fit.replays}
 

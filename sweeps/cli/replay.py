@@ -56,10 +56,13 @@ LEVEL = 0.8
                    "static batches) instead of RESULT_FILEs.")
 @click.option("--fit", is_flag=True,
               help="Fit the engine's per-step/per-layer/per-all-reduce overheads and its "
-                   "per-request front end (request_overhead_s) on top of --profile. With "
-                   "--measured-dir: leave-one-group-out per engine; for trtllm also its "
-                   "compute share (the profile's mfu at 1, 0.8, 0.65 or 0.5 of the kernel "
-                   "data's rate: sustained prefills in serving), chosen with them per fold.")
+                   "per-request front end (request_overhead_s) on top of --profile; for "
+                   "sglang its overlap scheduler's host floor instead (host_step_s, "
+                   "host_sequence_s: the least a step takes, chosen from a grid) and its "
+                   "front end. With --measured-dir: leave-one-group-out per engine; for "
+                   "trtllm also its compute share (the profile's mfu at 1, 0.8, 0.65 or 0.5 "
+                   "of the kernel data's rate: sustained prefills in serving), chosen with "
+                   "them per fold.")
 @click.option("--out", type=click.Path(dir_okay=True), metavar="PATH",
               help="--fit: the profile TOML to write; with --measured-dir a folder, "
                    "receiving <gpu>-<engine>.toml for each GPU and engine with data.")
@@ -150,7 +153,11 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
                 base, efficiency, command=_command(),
                 description=f"{label} overheads fitted end to end on {len(runs)} run(s) of "
                             f"{target['model']} on {target['gpu']} (TP {target['tp']}), on "
-                            f"top of {profile}",
+                            f"top of {profile}"
+                            + (f", steps no shorter than the host's "
+                               f"{units.seconds(summary['host_floor_s'][0])} a step plus "
+                               f"{units.seconds(summary['host_floor_s'][1])} a sequence"
+                               if summary["host_floor_s"] else ""),
                 calibration={"gpu": target["gpu"], "kind": "end_to_end", "base": profile,
                              "rows": len(runs),
                              **({"host_floor_s": summary["host_floor_s"]}
@@ -202,7 +209,8 @@ def _measured(folder, engine, profile, fit, out) -> dict:
                  "compute_share": chosen.share,
                  "host_floor_s": None if chosen.host_floor is None else list(chosen.host_floor),
                  "fitted": full.fitted,
-                 "at_bound": full.at_bound,
+                 "at_bound": full.at_bound + end_to_end.floor_edges(chosen.host_floor,
+                                                                    defaults.host_floors),
                  "interval": {kind: list(b) for kind, b in bounds.items()},
                  "groups": len(held.groups)}
         if out and engine in ENGINE_NAMES:

@@ -146,6 +146,15 @@ def test_a_benchmark_file_fit_chooses_sglangs_host_floor():
     assert (efficiency.host_step_s, efficiency.host_sequence_s) == floor
     assert summary["overheads_s"]["request_overhead_s"] == pytest.approx(FRONT_END, abs=1e-4)
     assert summary["mape_tpot"] < 1e-3 and summary["mape_ttft"] < 1e-3
+    # a base's own floor is chosen again, as `--measured-dir`'s fit does
     own = compute_share.at_host_floor(BASE, (20e-3, 0.0))
-    _, kept = e2e.fit_engine_profile(runs, own, targets, LOCKSTEP)
-    assert kept["host_floor_s"] is None  # the base's own floor, not a candidate's
+    _, again = e2e.fit_engine_profile(runs, own, targets, LOCKSTEP)
+    assert again["host_floor_s"] == list(floor)
+    # another engine keeps a base's floor, says so, and fits its overheads on it
+    vllm = [dataclasses.replace(target, engine="vllm") for target in targets]
+    _, kept = e2e.fit_engine_profile(runs, own, vllm, LOCKSTEP)
+    assert kept["host_floor_s"] == [20e-3, 0.0] and "step_overhead_s" in kept["fitted"]
+    assert e2e.floor_edges((20e-3, 60e-6), e2e.HOST_FLOORS) == ["host_step_s",
+                                                               "host_sequence_s"]
+    assert e2e.floor_edges(floor, e2e.HOST_FLOORS) == []
+    assert e2e.floor_edges((20e-3, 0.0), (None,)) == []
