@@ -456,7 +456,7 @@ def _collectives(config: PointConfig, m: dict) -> dict:
     return out
 
 
-def host_bound(metrics: dict) -> bool:
+def _host_bound(metrics: dict) -> bool:
     """Whether the host's time sets the step (an overlapping scheduler's floor binds)."""
     host = metrics.get("host_s")
     return host is not None and host > 0 and host >= metrics["step_time_s"]
@@ -534,7 +534,7 @@ def point_report(config: PointConfig) -> dict:
         "bytes": m["bytes"],
         "intensity": _finite(m["intensity"]),
         "ridge": m["ridge"],
-        "bound": ("host" if host_bound(m) else bound[m["compute_bound"]]),
+        "bound": "host" if _host_bound(m) else bound[m["compute_bound"]],
         "parts": {
             name: {
                 "flops": m[f"{name}_flops"],

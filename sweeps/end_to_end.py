@@ -141,6 +141,7 @@ COMPUTE_SHARES = (1.0, 0.8, 0.65, 0.5)
 # 20-512 clients on every TP (docs/end-to-end.md)
 HOST_FLOORS = tuple((step, sequence) for step in (0.0, 5e-3, 10e-3, 20e-3)
                     for sequence in (0.0, 20e-6, 40e-6, 60e-6))
+HostFloor = tuple[float, float] | None  # (host_step_s, host_sequence_s); None: base's own
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ class EngineDefaults:
     compute_shares: tuple[float, ...] = (1.0,)
     # the host floors its fit may choose, for an overlapping scheduler (None: the kernel
     # profile's own, no floor)
-    host_floors: tuple[tuple[float, float] | None, ...] = (None,)
+    host_floors: tuple[HostFloor, ...] = (None,)
     # whether its fit frees the step, layer and all-reduce overheads (else the front end
     # only: an overlapping scheduler's time per step is its host floor)
     step_overheads: bool = True
@@ -274,9 +275,6 @@ class Replay:
         ttft = self.predicted["ttft_s"]["mean"] + self.ttft_slope * change + DIRECT_TTFT @ moved
         tpot = (self.predicted["tpot_s"]["mean"] or 0.0) + self.tpot_slope * change
         return max(ttft, 1e-9), max(tpot, 1e-9)
-
-
-HostFloor = tuple[float, float] | None  # (host_step_s, host_sequence_s); None: base's own
 
 
 def at_host_floor(base: Assumptions, floor: HostFloor) -> Assumptions:
@@ -796,27 +794,24 @@ def fit_engine_profile(runs: Sequence[Run], base: Assumptions, targets: Sequence
                        scheduling: Scheduling = Scheduling()):
     """Fit an engine's overheads on top of `base` from `runs` (one short benchmark is
     enough for the per-step term), and for an engine with an overlapping scheduler its
-    host floor too (the candidate of least loss, `EngineDefaults.host_floors`; a `base`
-    with a floor of its own keeps it). Returns (the fitted Efficiency, a summary: host
-    floor, fitted parameters, those at a bound, in-sample MAPE of mean TTFT and TPOT, the
-    replays)."""
+    host floor too (the candidate of least loss, `EngineDefaults.host_floors`, in place of
+    any floor `base` has; another engine keeps `base`'s). Returns (the fitted Efficiency,
+    a summary: the floor in effect, fitted parameters, those at a bound, in-sample MAPE of
+    mean TTFT and TPOT, the replays)."""
+    from rooftui.sweeps.compute_share import Shares  # it builds on this module
+
     engines = {target.engine for target in targets}
     floors = engine_defaults(engines.pop()).host_floors if len(engines) == 1 else (None,)
-    best = None
-    for floor in floors:
-        at = at_host_floor(base, floor)
-        fit = fit_overheads(replay_runs(runs, targets, at, scheduling), at,
-                            replay=replay_again)
-        if best is None or fit.loss < best[2].loss:
-            best = floor, at, fit
-    floor, at, fit = best
-    fitted = with_overheads(at, fit.overheads)
-    held = at.efficiency  # the floor in effect: the chosen one, or the base's own
+    chosen = Shares(replay_runs(runs, targets, base, scheduling), base, replay_again,
+                    shares=(1.0,), host_floors=floors).fit()
+    fit, held = chosen.fit, chosen.assumptions.efficiency
+    fitted = with_overheads(chosen.assumptions, fit.overheads)
     return fitted.efficiency, {
         "host_floor_s": ([held.host_step_s, held.host_sequence_s]
                          if has_host_floor(held) else None),
         "overheads_s": dict(zip(OVERHEADS, map(float, fit.overheads), strict=True)),
-        "fitted": fit.fitted, "at_bound": fit.at_bound + floor_edges(floor, floors),
+        "fitted": fit.fitted,
+        "at_bound": fit.at_bound + floor_edges(chosen.host_floor, floors),
         "rounds": fit.rounds,
         "runs": len(runs), "mape_ttft": mape(fit.replays, "ttft"),
         "mape_tpot": mape(fit.replays, "tpot"), "replays": fit.replays}

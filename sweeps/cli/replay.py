@@ -155,9 +155,8 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
                             f"{target['model']} on {target['gpu']} (TP {target['tp']}), on "
                             f"top of {profile}"
                             + (f", steps no shorter than the host's "
-                               f"{units.seconds(summary['host_floor_s'][0])} a step plus "
-                               f"{units.seconds(summary['host_floor_s'][1])} a sequence"
-                               if summary["host_floor_s"] else ""),
+                               f"{_floor_text(summary['host_floor_s'])}"
+                               if _floor_text(summary["host_floor_s"]) else ""),
                 calibration={"gpu": target["gpu"], "kind": "end_to_end", "base": profile,
                              "rows": len(runs),
                              **({"host_floor_s": summary["host_floor_s"]}
@@ -245,9 +244,8 @@ def _write_measured_profiles(folder, chosen, profile, given, engine, replays, bo
                         + (f" at {chosen.share:g} of their compute rate (mfu)"
                            if chosen.share != 1 else "")
                         + (f", steps no shorter than its host's time (overlap scheduler: "
-                           f"{units.seconds(chosen.host_floor[0])} a step plus "
-                           f"{units.seconds(chosen.host_floor[1])} a sequence)"
-                           if chosen.host_floor and any(chosen.host_floor) else "")
+                           f"{_floor_text(chosen.host_floor)})"
+                           if _floor_text(chosen.host_floor) else "")
                         + (f", plus {engine}'s {_fitted_text(full.fitted)}"
                            if full.fitted else "") + ", fitted end to end on "
                         f"{len(replays)} runs ({', '.join(models)} on this GPU); held-out "
@@ -275,12 +273,18 @@ def _fitted_text(fitted: list[str]) -> str:
     """What an engine profile's fit added: "step, layer and all-reduce overheads and its
     per-request front end", or a part of it."""
     steps = [label for name, label in STEP_OVERHEAD_NAMES.items() if name in fitted]
-    parts = [f"{', '.join(steps[:-1])} and {steps[-1]}" if len(steps) > 1 else steps[0]
+    parts = [" and ".join(filter(None, (", ".join(steps[:-1]), steps[-1]))) + " overheads"
              ] if steps else []
-    parts = [f"{parts[0]} overheads"] if parts else []
     if "request_overhead_s" in fitted:
         parts.append("per-request front end")
     return " and its ".join(parts)
+
+
+def _floor_text(floor) -> str:
+    """A host floor (host_step_s, host_sequence_s) in words ("" for none or zero)."""
+    if not floor or not any(floor):
+        return ""
+    return f"{units.seconds(floor[0])} a step plus {units.seconds(floor[1])} a sequence"
 
 
 def _group_rows(replays) -> list[dict]:
@@ -327,16 +331,13 @@ def render(report: dict) -> str:
                   f"{_mape(g['interval_coverage']['ttft']):>14}"
                   f"{_mape(g['interval_coverage']['tpot']):>8}" for g in report["held_out"]]
         for entry in report["profiles"]:
-            step, layer, allreduce, front_end = entry["overheads_s"]
-            host = entry.get("host_floor_s")
-            steps = {"step": step, "layer": layer, "all-reduce": allreduce}
-            fitted = [f"{label} {units.seconds(steps[label])}"
-                      for name, label in STEP_OVERHEAD_NAMES.items() if name in entry["fitted"]]
+            *steps, front_end = entry["overheads_s"]  # end_to_end.OVERHEADS' order
+            host = _floor_text(entry.get("host_floor_s"))
+            fitted = [f"{label} {units.seconds(value)}" for (name, label), value in zip(
+                STEP_OVERHEAD_NAMES.items(), steps, strict=True) if name in entry["fitted"]]
             lines.append(f"  {entry['engine']}: compute at {entry['compute_share']:g} of the "
                          "kernel profile's rate, "
-                         + (f"host floor {units.seconds(host[0])} a step + "
-                            f"{units.seconds(host[1])} a sequence, "
-                            if host and any(host) else "")
+                         + (f"host floor {host}, " if host else "")
                          + "".join(f"{text}, " for text in fitted)
                          + f"front end {units.seconds(front_end)} a request"
                          + (f" (at bound: {', '.join(entry['at_bound'])})"
@@ -346,10 +347,9 @@ def render(report: dict) -> str:
             lines += [f"    wrote {path}" for path in entry.get("wrote", [])]
     if "fit" in report:
         f = report["fit"]
-        host = f.get("host_floor_s")
+        host = _floor_text(f.get("host_floor_s"))
         lines += ["", "fitted: " + ", ".join(
-                      ([f"host floor {units.seconds(host[0])} a step + "
-                        f"{units.seconds(host[1])} a sequence"] if host and any(host) else [])
+                      ([f"host floor {host}"] if host else [])
                       + [f"{k} {units.seconds(v)}" for k, v in f["overheads_s"].items()
                          if k in f["fitted"]])
                   + (f" (at bound: {', '.join(f['at_bound'])})" if f["at_bound"] else ""),
