@@ -23,7 +23,8 @@ How the clients are replayed (`run_requests`, `replay_run`):
   completion. SGLang's prefill-first scheduling (simulated as the `prefill_first`
   policy) keeps the waves together (measured TTFT grows with C x ISL as one wave's whole
   prefill does), so its clients are replayed in step (`EngineDefaults.clients_in_step`);
-  `Scheduling(stagger=...)` overrides.
+  `Scheduling(stagger=...)` (`sweep replay --clients`) overrides; a replay says which
+  start it had (`Replay.clients`).
 - Warm-up left out. genai-perf and AIPerf (aiconfigurator's harness) send
   `--warmup-request-count` requests first and leave them out of their statistics;
   `vllm bench serve` sends one test request alone first and then scores all N. A run's
@@ -227,6 +228,11 @@ class Target:
         return engine_defaults(self.engine)
 
 
+# how a closed loop's C clients start (`Scheduling.stagger`): True out of step, False
+# all together (module doc)
+CLIENT_STARTS = {True: "staggered", False: "in-step"}
+
+
 @dataclass(frozen=True)
 class Scheduling:
     """Simulator settings that override the engine's defaults (None: the engine's)."""
@@ -254,6 +260,7 @@ class Replay:
     scheduling: Scheduling = Scheduling()
     static: bool = False  # a static batch: no client, no front end
     exact: bool = False  # the schedule does not depend on step times: `at` is exact
+    clients: str | None = None  # a closed loop's start (CLIENT_STARTS), else None
 
     def errors(self) -> dict[str, float | None]:
         """Relative error (predicted / measured - 1) of each measured mean."""
@@ -430,7 +437,8 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
         return replace(simulation, front_end_s=front_end)
 
     simulation = run_with(0.0)
-    stagger = closed_loop(run) and not static and (
+    loop = closed_loop(run) and not static
+    stagger = loop and (
         not defaults.clients_in_step if scheduling.stagger is None else scheduling.stagger)
     if stagger:
         # the clients out of step (module doc): slots start over one request's cycle
@@ -449,7 +457,7 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
              and not has_host_floor(config.assumptions.step_efficiency))
     return Replay(run, target, predicted, ttft_slope, tpot_slope,
                   _step_coefficients(config), overheads_of(assumptions), scheduling,
-                  static, exact)
+                  static, exact, CLIENT_STARTS[stagger] if loop else None)
 
 
 def replay_again(previous: Replay, assumptions: Assumptions) -> Replay:

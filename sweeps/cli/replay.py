@@ -16,6 +16,7 @@ from rooftui.sweeps.cli.options import DTYPE, JSON_NULLS, Number, json_text
 
 FORMATS = ("vllm", "sglang", "guidellm", "genai-perf", "aiperf")  # bench_results.FORMATS
 ENGINE_NAMES = ("vllm", "sglang", "trtllm")  # end_to_end.ENGINES
+CLIENTS = ("staggered", "in-step")  # end_to_end.CLIENT_STARTS
 MEASURED_ENGINES = (*ENGINE_NAMES, "splitwise")
 LEVEL = 0.8
 
@@ -50,6 +51,12 @@ LEVEL = 0.8
                    "trtllm 2048].")
 @click.option("--token-budget", type=Number("token_budget"), metavar="TOKENS",
               help="Tokens per step [default: the engine's, 8192].")
+@click.option("--clients", type=click.Choice(CLIENTS),
+              help="How a closed loop's C clients start: staggered (at random times over "
+                   "one request's cycle, then each re-sends on completion) or in-step (all "
+                   "at once, as AIPerf starts its profiling phase once every warm-up "
+                   "response is in) [default: the engine's: in-step for sglang, staggered "
+                   "for the others; docs/end-to-end.md].")
 @click.option("--measured-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Replay the published end-to-end datasets in DIR (MEASURED_DIR: the "
                    "ai-dynamo/aiconfigurator silicon runs and Mutinifni/splitwise-sim's "
@@ -68,7 +75,7 @@ LEVEL = 0.8
                    "receiving <gpu>-<engine>.toml for each GPU and engine with data.")
 @click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
 def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile, file_format,
-           policy, max_batch, token_budget, measured_dir, fit, out, as_json):
+           policy, max_batch, token_budget, clients, measured_dir, fit, out, as_json):
     """Predict benchmark runs by simulating them; compare TTFT, TPOT, ITL and throughput.
 
     Reads the result files of `vllm bench serve --save-result`, SGLang's `bench_serving
@@ -92,7 +99,11 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
     if measured_dir:
         if result_files:
             raise click.UsageError("give RESULT_FILEs or --measured-dir, not both")
-        report = _measured(Path(measured_dir), engine, profile, fit, out)
+        if clients and fit and out:
+            raise click.UsageError("--clients with --measured-dir replays the published runs "
+                                   "another way than the shipped profiles are fitted: drop "
+                                   "--out (or --clients)")
+        report = _measured(Path(measured_dir), engine, profile, fit, out, clients)
     else:
         if not result_files:
             raise click.UsageError("give at least one RESULT_FILE (or --measured-dir DIR)")
@@ -104,7 +115,7 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
         target = {"model": model, "gpu": gpu, "tp": int(tp), "weight_dtype": weight_dtype,
                   "kv_dtype": kv_dtype}
         report = _files(result_files, file_format, target, engine, policy, max_batch,
-                        token_budget, fit, out, profile)
+                        token_budget, clients, fit, out, profile)
     click.echo(json_text(report, NULL_REASONS) if as_json else render(report))
 
 
@@ -119,11 +130,17 @@ def _command() -> str:
 
 def _row(replay) -> dict:
     return {**replay.run.summary(), "target": vars(replay.target).copy(),
-            "predicted": replay.predicted, "errors": replay.errors()}
+            "clients": replay.clients, "predicted": replay.predicted,
+            "errors": replay.errors()}
 
 
-def _files(paths, file_format, target, engine, policy, max_batch, token_budget, fit,
-           out, profile) -> dict:
+def _stagger(clients: str | None) -> bool | None:
+    """--clients as `Scheduling.stagger` (None: each engine's own)."""
+    return None if clients is None else clients == "staggered"
+
+
+def _files(paths, file_format, target, engine, policy, max_batch, token_budget, clients,
+           fit, out, profile) -> dict:
     from rooftui.core.assumptions import load_profile
     from rooftui.sweeps import end_to_end
     from rooftui.sweeps.bench_results import read_benchmark
@@ -140,7 +157,7 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
         profile = kernels[0]
     base = load_profile(profile)
     scheduling = end_to_end.Scheduling(policy=policy, max_batch=max_batch,
-                                       token_budget=token_budget)
+                                       token_budget=token_budget, stagger=_stagger(clients))
     replays = end_to_end.replay_runs(runs, targets, base, scheduling)
     report = {"profile": base.name, "runs": [_row(r) for r in replays]}
     if fit:
@@ -154,6 +171,7 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
                 description=f"{label} overheads fitted end to end on {len(runs)} run(s) of "
                             f"{target['model']} on {target['gpu']} (TP {target['tp']}), on "
                             f"top of {profile}"
+                            + (f", clients replayed {clients}" if clients else "")
                             + (f", steps no shorter than the host's "
                                f"{_floor_text(summary['host_floor_s'])}"
                                if _floor_text(summary["host_floor_s"]) else ""),
@@ -167,11 +185,16 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
     return report
 
 
-def _measured(folder, engine, profile, fit, out) -> dict:
+def _measured(folder, engine, profile, fit, out, clients) -> dict:
+    from dataclasses import replace
+
     from rooftui.core.assumptions import load_profile
     from rooftui.sweeps import compute_share, end_to_end
 
     runs, targets, scheduling, notes = end_to_end.measured_runs(folder, engine)
+    if clients:
+        scheduling = [replace(s, stagger=_stagger(clients)) for s in scheduling]
+        notes = [*notes, f"closed loops replayed {clients} (--clients), not each engine's way"]
     engines = sorted({t.engine for t in targets})
     kernels = {e: profile or end_to_end.kernel_profile(e) for e in engines}
     bases = {name: load_profile(name) for name in set(kernels.values())}
@@ -317,7 +340,7 @@ def render(report: dict) -> str:
                   f"{_mape(g['mape_ttft']):>12}{_mape(g['mape_tpot']):>12}"
                   for g in report["groups"]]
     else:
-        lines += ["", f"  {'run':<34}{'load':>10}{'TTFT':>22}{'TPOT':>22}{'tok/s':>22}"]
+        lines += ["", f"  {'run':<34}{'load':>14}{'TTFT':>22}{'TPOT':>22}{'tok/s':>22}"]
         for row in report["runs"]:
             lines.append(_run_line(row))
     if report.get("held_out"):
@@ -361,7 +384,8 @@ def render(report: dict) -> str:
 
 
 def _run_line(row: dict) -> str:
-    load = (f"c={row['concurrency']}" if row["concurrency"] else
+    load = (f"c={row['concurrency']}{' in step' if row['clients'] == 'in-step' else ''}"
+            if row["concurrency"] else
             f"{row['request_rate']:g} req/s" if row["request_rate"] else "all at 0")
     cells = []
     for key, measured in (("ttft", row["ttft_s"]["mean"]), ("tpot", row["tpot_s"]["mean"])):
@@ -371,7 +395,7 @@ def _run_line(row: dict) -> str:
     throughput = row["output_throughput_tokens_per_s"]
     cells.append(f"{_count(throughput):>9}→{_count(row['predicted']['output_throughput']):<9}"
                  f"{_percent(row['errors']['output_throughput']):>4}")
-    return f"  {row['source'][-34:]:<34}{load:>10}  " + "".join(f"{c:>22}" for c in cells)
+    return f"  {row['source'][-34:]:<34}{load:>14}  " + "".join(f"{c:>22}" for c in cells)
 
 
 def _seconds(value) -> str:

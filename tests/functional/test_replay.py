@@ -35,6 +35,18 @@ def test_replay_prints_measured_and_predicted_with_units():
     assert "4 req/s" in out and "c=8" in out
 
 
+def test_clients_in_step_are_replayed_as_asked_and_said():
+    """--clients overrides the engine's client start; each run says which it had."""
+    aiperf = FIXTURES / "profile_export_aiperf.json"
+    staggered = sweep_json("replay", aiperf, *SETUP)["runs"][0]
+    in_step = sweep_json("replay", aiperf, *SETUP, "--clients", "in-step")["runs"][0]
+    assert (staggered["clients"], in_step["clients"]) == ("staggered", "in-step")
+    # eight prompts sent together queue behind each other: a longer first token
+    assert in_step["predicted"]["ttft_s"]["mean"] > staggered["predicted"]["ttft_s"]["mean"]
+    out, _ = sweep("replay", aiperf, *SETUP, "--clients", "in-step")
+    assert "c=8 in step" in out
+
+
 def test_fit_writes_an_engine_profile_that_loads(tmp_path):
     out = tmp_path / "mine.toml"
     report = sweep_json("replay", FIXTURES / "vllm-bench-serve.json",
@@ -57,6 +69,8 @@ def test_fit_writes_an_engine_profile_that_loads(tmp_path):
     ((), "at least one RESULT_FILE"),
     ((FIXTURES / "vllm-bench-serve.json", *SETUP, "--out", "x.toml"), "add --fit"),
     ((FIXTURES / "vllm-bench-serve.json", *SETUP, "--format", "guidellm"), "benchmarks"),
+    (("--measured-dir", "anywhere", "--clients", "in-step", "--fit", "--out", "x"),
+     "drop --out"),
 ])
 def test_bad_input_is_one_line_and_status_2(args, message):
     out, err = sweep("replay", *args, expect=2)

@@ -142,6 +142,21 @@ def test_staggered_slots_start_within_the_spread(concurrency, spread):
     assert not np.any(lockstep.arrival_s)
 
 
+def test_a_replay_says_how_its_clients_started():
+    """vLLM's closed loops start staggered, SGLang's in step, either as Scheduling says;
+    an open loop (a request rate) has no client start to report."""
+    target = TARGETS[0]
+    run = closed_run(4, 200, 8)
+    assert e2e.replay_run(run, target, BASE).clients == "staggered"
+    assert e2e.replay_run(run, target, BASE, LOCKSTEP).clients == "in-step"
+    sglang = dataclasses.replace(target, engine="sglang")
+    assert e2e.replay_run(run, sglang, BASE).clients == "in-step"
+    assert e2e.replay_run(run, sglang, BASE, e2e.Scheduling(stagger=True)).clients == (
+        "staggered")
+    open_loop = dataclasses.replace(run, concurrency=None, request_rate=5.0)
+    assert e2e.replay_run(open_loop, target, BASE).clients is None
+
+
 def test_warm_up_requests_run_first_and_are_not_scored():
     """Warm-up requests (genai-perf / AIPerf) take the slots first; the statistics are
     the scored requests'; a run without them (vllm bench serve) scores all."""
