@@ -437,8 +437,8 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
         return replace(simulation, front_end_s=front_end)
 
     simulation = run_with(0.0)
-    loop = closed_loop(run) and not static
-    stagger = loop and (
+    closed = closed_loop(run) and not static
+    stagger = closed and (
         not defaults.clients_in_step if scheduling.stagger is None else scheduling.stagger)
     if stagger:
         # the clients out of step (module doc): slots start over one request's cycle
@@ -457,7 +457,7 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
              and not has_host_floor(config.assumptions.step_efficiency))
     return Replay(run, target, predicted, ttft_slope, tpot_slope,
                   _step_coefficients(config), overheads_of(assumptions), scheduling,
-                  static, exact, CLIENT_STARTS[stagger] if loop else None)
+                  static, exact, CLIENT_STARTS[stagger] if closed else None)
 
 
 def replay_again(previous: Replay, assumptions: Assumptions) -> Replay:

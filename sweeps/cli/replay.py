@@ -52,11 +52,12 @@ LEVEL = 0.8
 @click.option("--token-budget", type=Number("token_budget"), metavar="TOKENS",
               help="Tokens per step [default: the engine's, 8192].")
 @click.option("--clients", type=click.Choice(CLIENTS),
-              help="How a closed loop's C clients start: staggered (at random times over "
-                   "one request's cycle, then each re-sends on completion) or in-step (all "
-                   "at once, as AIPerf starts its profiling phase once every warm-up "
-                   "response is in) [default: the engine's: in-step for sglang, staggered "
-                   "for the others; docs/end-to-end.md].")
+              help="How a closed loop's C clients start: staggered (their first requests "
+                   "at random times over one request's cycle) or in-step (all at once, as "
+                   "AIPerf starts its profiling phase once every warm-up response is in); "
+                   "either way each client re-sends on completion, and request-rate runs "
+                   "and static batches are unaffected [default: the engine's, in-step for "
+                   "sglang and staggered for the others; docs/end-to-end.md].")
 @click.option("--measured-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Replay the published end-to-end datasets in DIR (MEASURED_DIR: the "
                    "ai-dynamo/aiconfigurator silicon runs and Mutinifni/splitwise-sim's "
@@ -99,7 +100,9 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
     if measured_dir:
         if result_files:
             raise click.UsageError("give RESULT_FILEs or --measured-dir, not both")
-        if clients and fit and out:
+        if out and not fit:
+            raise click.UsageError("--out writes the profiles --fit makes: add --fit")
+        if clients and out:
             raise click.UsageError("--clients with --measured-dir replays the published runs "
                                    "another way than the shipped profiles are fitted: drop "
                                    "--out (or --clients)")
@@ -159,6 +162,8 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
     scheduling = end_to_end.Scheduling(policy=policy, max_batch=max_batch,
                                        token_budget=token_budget, stagger=_stagger(clients))
     replays = end_to_end.replay_runs(runs, targets, base, scheduling)
+    # the start --clients chose, where some run is a closed loop it applies to
+    started = clients if any(r.clients for r in replays) else None
     report = {"profile": base.name, "runs": [_row(r) for r in replays]}
     if fit:
         efficiency, summary = end_to_end.fit_engine_profile(runs, base, targets, scheduling)
@@ -171,7 +176,7 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
                 description=f"{label} overheads fitted end to end on {len(runs)} run(s) of "
                             f"{target['model']} on {target['gpu']} (TP {target['tp']}), on "
                             f"top of {profile}"
-                            + (f", clients replayed {clients}" if clients else "")
+                            + (f", clients replayed {started}" if started else "")
                             + (f", steps no shorter than the host's "
                                f"{_floor_text(summary['host_floor_s'])}"
                                if _floor_text(summary["host_floor_s"]) else ""),
@@ -179,6 +184,7 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
                              "rows": len(runs),
                              **({"host_floor_s": summary["host_floor_s"]}
                                 if summary["host_floor_s"] is not None else {}),
+                             **({"clients": started} if started else {}),
                              "fitted": summary["fitted"],
                              "at_bound": summary["at_bound"]})
             report["fit"]["wrote"] = str(end_to_end.write_engine_profile(Path(out), text))

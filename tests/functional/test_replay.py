@@ -4,6 +4,7 @@ profiles fitted from them, and the published end-to-end datasets replayed."""
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,15 @@ def test_clients_in_step_are_replayed_as_asked_and_said():
     assert "c=8 in step" in out
 
 
+def test_a_fit_with_clients_in_step_keeps_them_and_its_profile_says_so(tmp_path):
+    out = tmp_path / "mine.toml"
+    report = sweep_json("replay", FIXTURES / "profile_export_aiperf.json", *SETUP,
+                        "--clients", "in-step", "--fit", "--out", out)
+    assert report["fit"]["runs_after"][0]["clients"] == "in-step"
+    calibration = tomllib.loads(out.read_text())["calibration"]
+    assert calibration["clients"] == "in-step"
+
+
 def test_fit_writes_an_engine_profile_that_loads(tmp_path):
     out = tmp_path / "mine.toml"
     report = sweep_json("replay", FIXTURES / "vllm-bench-serve.json",
@@ -71,6 +81,7 @@ def test_fit_writes_an_engine_profile_that_loads(tmp_path):
     ((FIXTURES / "vllm-bench-serve.json", *SETUP, "--format", "guidellm"), "benchmarks"),
     (("--measured-dir", "anywhere", "--clients", "in-step", "--fit", "--out", "x"),
      "drop --out"),
+    (("--measured-dir", "anywhere", "--out", "x"), "add --fit"),
 ])
 def test_bad_input_is_one_line_and_status_2(args, message):
     out, err = sweep("replay", *args, expect=2)

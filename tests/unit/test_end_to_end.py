@@ -155,6 +155,10 @@ def test_a_replay_says_how_its_clients_started():
         "staggered")
     open_loop = dataclasses.replace(run, concurrency=None, request_rate=5.0)
     assert e2e.replay_run(open_loop, target, BASE).clients is None
+    one_wave = closed_run(4, 200, 8, waves=1)  # every request sent at once: no loop
+    assert e2e.replay_run(one_wave, target, BASE, LOCKSTEP).clients is None
+    static = e2e.Scheduling(policy="static", stagger=False)  # a batch timed in the engine
+    assert e2e.replay_run(one_wave, target, BASE, static).clients is None
 
 
 def test_warm_up_requests_run_first_and_are_not_scored():
