@@ -16,7 +16,8 @@ from rooftui.sweeps.cli.options import DTYPE, JSON_NULLS, Number, json_text
 
 FORMATS = ("vllm", "sglang", "guidellm", "genai-perf", "aiperf")  # bench_results.FORMATS
 ENGINE_NAMES = ("vllm", "sglang", "trtllm")  # end_to_end.ENGINES
-CLIENTS = ("staggered", "in-step")  # end_to_end.CLIENT_STARTS
+# --clients as `Scheduling.stagger` (end_to_end.CLIENT_STARTS, inverted)
+CLIENTS = {"staggered": True, "in-step": False}
 MEASURED_ENGINES = (*ENGINE_NAMES, "splitwise")
 LEVEL = 0.8
 
@@ -51,7 +52,7 @@ LEVEL = 0.8
                    "trtllm 2048].")
 @click.option("--token-budget", type=Number("token_budget"), metavar="TOKENS",
               help="Tokens per step [default: the engine's, 8192].")
-@click.option("--clients", type=click.Choice(CLIENTS),
+@click.option("--clients", type=click.Choice(list(CLIENTS)),
               help="How a closed loop's C clients start: staggered (their first requests "
                    "at random times over one request's cycle) or in-step (all at once, as "
                    "AIPerf starts its profiling phase once every warm-up response is in); "
@@ -97,11 +98,11 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
       sweep replay result.json --model llama-3.1-8b --gpu h100-sxm --fit --out mine.toml
       sweep replay --measured-dir MEASURED_DIR --fit --out specs/profiles/
     """
+    if out and not fit:
+        raise click.UsageError("--out writes what --fit makes: add --fit")
     if measured_dir:
         if result_files:
             raise click.UsageError("give RESULT_FILEs or --measured-dir, not both")
-        if out and not fit:
-            raise click.UsageError("--out writes the profiles --fit makes: add --fit")
         if clients and out:
             raise click.UsageError("--clients with --measured-dir replays the published runs "
                                    "another way than the shipped profiles are fitted: drop "
@@ -113,8 +114,6 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
         if not model or not gpu:
             raise click.UsageError("--model and --gpu are needed: result files do not "
                                    "say what hardware the runs were served on")
-        if out and not fit:
-            raise click.UsageError("--out writes the profile --fit makes: add --fit")
         target = {"model": model, "gpu": gpu, "tp": int(tp), "weight_dtype": weight_dtype,
                   "kv_dtype": kv_dtype}
         report = _files(result_files, file_format, target, engine, policy, max_batch,
@@ -137,11 +136,6 @@ def _row(replay) -> dict:
             "errors": replay.errors()}
 
 
-def _stagger(clients: str | None) -> bool | None:
-    """--clients as `Scheduling.stagger` (None: each engine's own)."""
-    return None if clients is None else clients == "staggered"
-
-
 def _files(paths, file_format, target, engine, policy, max_batch, token_budget, clients,
            fit, out, profile) -> dict:
     from rooftui.core.assumptions import load_profile
@@ -160,7 +154,7 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
         profile = kernels[0]
     base = load_profile(profile)
     scheduling = end_to_end.Scheduling(policy=policy, max_batch=max_batch,
-                                       token_budget=token_budget, stagger=_stagger(clients))
+                                       token_budget=token_budget, stagger=CLIENTS.get(clients))
     replays = end_to_end.replay_runs(runs, targets, base, scheduling)
     # the start --clients chose, where some run is a closed loop it applies to
     started = clients if any(r.clients for r in replays) else None
@@ -199,7 +193,7 @@ def _measured(folder, engine, profile, fit, out, clients) -> dict:
 
     runs, targets, scheduling, notes = end_to_end.measured_runs(folder, engine)
     if clients:
-        scheduling = [replace(s, stagger=_stagger(clients)) for s in scheduling]
+        scheduling = [replace(s, stagger=CLIENTS[clients]) for s in scheduling]
         notes = [*notes, f"closed loops replayed {clients} (--clients), not each engine's way"]
     engines = sorted({t.engine for t in targets})
     kernels = {e: profile or end_to_end.kernel_profile(e) for e in engines}
