@@ -646,6 +646,17 @@ def coverage(ratios: np.ndarray, bounds: tuple[float, float]) -> float | None:
     return intervals.coverage(ratios, bounds) if ratios.size else None
 
 
+def coverage_by_the_others(groups: Sequence[np.ndarray], level: float) -> list[float | None]:
+    """Each group's share of held-out runs inside the interval made from the other groups'
+    held-out ratios alone: the interval's coverage on runs it was not drawn from (None
+    for a group with no runs, or with no other group to draw from)."""
+    shares = []
+    for index, own in enumerate(groups):
+        others = [g for i, g in enumerate(groups) if i != index and g.size]
+        shares.append(coverage(own, interval_bounds(others, level)) if others else None)
+    return shares
+
+
 @dataclass
 class HeldOut:
     """Leave-one-group-out over one engine's groups."""

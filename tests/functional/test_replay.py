@@ -121,23 +121,28 @@ def measured(shared_dir: Path) -> Path:
     return folder
 
 
-def documented_held_out(engine: str) -> dict[tuple[str, str], float]:
-    """(GPU, model) -> held-out TPOT MAPE (%) of `engine` in docs/end-to-end.md."""
+def documented_held_out(engine: str) -> dict[tuple[str, str], tuple[float, str]]:
+    """(GPU, model) -> held-out TPOT MAPE (%) of `engine` in docs/end-to-end.md, and its
+    coverage by the other groups' interval ("TPOT % / TTFT %")."""
     table = {}
     for line in (REPO / "docs" / "end-to-end.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 6 and cells[0] == engine and re.fullmatch(r"[\d.]+ %", cells[4]):
-            table[(cells[1], cells[2])] = float(cells[4].rstrip(" %"))
+        if len(cells) >= 11 and cells[0] == engine and re.fullmatch(r"[\d.]+ %", cells[4]):
+            table[(cells[1], cells[2])] = float(cells[4].rstrip(" %")), cells[10]
     return table
 
 
 def assert_documented_held_out(report: dict, engine: str, groups: int) -> None:
-    """The report's held-out TPOT MAPE per group is docs/end-to-end.md's, to 0.1 %."""
+    """The report's held-out TPOT MAPE per group is docs/end-to-end.md's, to 0.1 %, and
+    so is its coverage by the other groups' interval."""
     documented = documented_held_out(engine)
-    held = {(g["gpu"], g["model"]): 100 * g["mape_tpot"] for g in report["held_out"]}
+    held = {(g["gpu"], g["model"]): g for g in report["held_out"]}
     assert set(held) == set(documented) and len(held) == groups
-    for key, value in held.items():
-        assert round(value, 1) == pytest.approx(documented[key], abs=0.05), key
+    for key, group in held.items():
+        mape, by_the_others = documented[key]
+        assert round(100 * group["mape_tpot"], 1) == pytest.approx(mape, abs=0.05), key
+        shares = group["interval_coverage_by_the_others"]
+        assert f"{100 * shares['tpot']:.0f} % / {100 * shares['ttft']:.0f} %" == by_the_others
 
 
 def test_silicon_replay_held_out_tpot_is_what_the_docs_say(measured, tmp_path):

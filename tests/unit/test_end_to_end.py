@@ -194,6 +194,19 @@ def test_interval_holds_the_stated_share_and_the_prediction():
     assert 0.7 < np.mean(inside) < 0.9
 
 
+def test_coverage_by_the_others_uses_none_of_the_groups_own_runs():
+    """Groups alike: about the level inside. A group off on its own: none of its runs
+    inside the others' interval, though an interval drawn from every group holds some."""
+    rng = np.random.default_rng(1)
+    alike = [rng.normal(0.0, 0.1, 300) for _ in range(3)]
+    shares = e2e.coverage_by_the_others(alike, 0.8)
+    assert all(0.7 < share < 0.9 for share in shares)
+    apart = [*alike, rng.normal(2.0, 0.01, 50)]
+    assert e2e.coverage_by_the_others(apart, 0.8)[-1] == 0.0
+    assert e2e.coverage(apart[-1], e2e.interval_bounds(apart, 0.8)) > 0
+    assert e2e.coverage_by_the_others([alike[0], np.array([])], 0.8) == [None, None]
+
+
 def test_leave_one_group_out_needs_two_groups():
     runs, targets = synthetic(np.array([1e-3, 0, 0, 0]), LOCKSTEP)
     replays = e2e.replay_runs(runs[:2], targets[:2], BASE, LOCKSTEP)
