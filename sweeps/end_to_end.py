@@ -66,25 +66,8 @@ overlap scheduler's host time per step and per sequence, the least a step takes:
 (`EngineDefaults.step_overheads`). A step held at its floor is no slope: the fit's
 slopes count only the steps more GPU time would lengthen.
 
-Published end-to-end data (`measured_runs`):
-- `aiconfigurator-silicon-e2e-dense-h100-h200.csv`: 778 runs of TRT-LLM, vLLM and SGLang
-  on H100/H200, fixed ISL/OSL, client concurrency = batch_size; replayed with one
-  warm-up request per slot and `SILICON_WAVES` x concurrency scored ones (the counts are
-  not recorded). Overloaded runs
-  (30-60 s TTFT) are kept: the simulator queues them too.
-- Splitwise (`splitwise-perf-model-a100-h100.csv`): static batches of B requests, one
-  prefill step then decode (`prompt_time` is TTFT, `token_time` TPOT); replayed with the
-  static policy; the derived `h100-80gb-pcap` rows and the suspect TP2 batch-64 rows are
-  left out (SOURCES.md).
-Not replayed, and why:
-- MLPerf v4.0 Llama-2-70B Server/Offline: the file gives tokens/s under latency limits
-  but not the request rate or lengths the scheduler ran (OpenOrca's per-sample lengths
-  are not in it), so a replay would be fitted to the figure it predicts;
-- TensorRT-LLM perf tables: static-batch and max-throughput figures of whole runs
-  without the batch composition over time (v1.0 max-throughput batches "whatever fits");
-  the static-batch rows are Llama-1/2, GPT-J and Falcon checkpoints of which only
-  Llama-2 has a shipped spec, on FP8 engines of 2023 (v0.5/v0.6) — a different engine
-  generation from every profile here; left for a later pass.
+The published runs replayed are read by `sweeps.end_to_end_data`; an engine profile is
+fitted and written by `sweeps.engine_profiles`.
 """
 
 from __future__ import annotations
@@ -93,7 +76,6 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 
@@ -114,8 +96,7 @@ from rooftui.core.scheduler import (
 )
 from rooftui.core.sessions import SessionRequests
 from rooftui.core.workloads import Requests
-from rooftui.sweeps.bench_results import Run, Stat
-from rooftui.sweeps.measured import _read as _csv_rows  # one CSV reader, one error line
+from rooftui.sweeps.bench_results import Run
 
 STEP_OVERHEADS = ("step_overhead_s", "layer_overhead_s", "allreduce_overhead_s")
 OVERHEADS = (*STEP_OVERHEADS, "request_overhead_s")
@@ -127,9 +108,6 @@ OVERHEAD_CEILINGS = {"step_overhead_s": 0.1, "layer_overhead_s": 2e-3,
                      "allreduce_overhead_s": 1e-3, "request_overhead_s": 1.0}
 # scored requests per client slot in a silicon run, after one warm-up request a slot
 # (neither count is recorded: AIPerf, its harness, leaves warm-up requests out)
-SILICON_WAVES = 3
-SILICON_FILE = "aiconfigurator-silicon-e2e-dense-h100-h200.csv"
-SPLITWISE_FILE = "splitwise-perf-model-a100-h100.csv"
 
 
 # the shares of a kernel profile's compute rate an engine's fit may choose from
@@ -701,191 +679,3 @@ def leave_one_group_out(replays: Sequence[Replay], base: Assumptions,
                        "mape_ttft": mape(held, "ttft"), "mape_tpot": mape(held, "tpot"),
                        "bias_tpot": float(np.mean(np.exp(-log_ratios(held, "tpot")) - 1))}
     return HeldOut(keys[0][0], groups, ratios)
-
-
-# --- published datasets ----------------------------------------------------------------
-
-SILICON_MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-                  "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
-                  "meta-llama/Llama-3.1-70B": "llama-3-70b", "Qwen/Qwen3-32B": "qwen3-32b"}
-SILICON_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
-
-
-def silicon_runs(path: Path) -> tuple[list[Run], list[Target], list[str]]:
-    """The aiconfigurator silicon runs as closed loops (module doc)."""
-    runs, targets, skipped = [], [], set()
-    for row in _csv_rows(path):
-        if row["model_path"] not in SILICON_MODELS or row["pp_size"] != "1":
-            skipped.add(f"{row['model_path']} pp {row['pp_size']}: no model spec or PP")
-            continue
-        concurrency = int(row["batch_size"])
-        isl, osl = float(row["isl"]), float(row["osl"])
-        dtype = (row["gemm_quant_mode"] or row["precision"] or "bf16").replace("_block", "")
-        runs.append(Run(
-            tool="aiconfigurator-silicon", source=f"{path.name}:{row['id']}",
-            model=row["model_path"], engine=row["backend"],
-            engine_version=row["backend_version"] or None, gpu=row["system"],
-            tp=int(row["tp_size"]), concurrency=concurrency, warmup_requests=concurrency,
-            requests=SILICON_WAVES * concurrency, input_mean=isl, output_mean=osl,
-            ttft=Stat(mean=float(row["silicon_ttft_ms"]) / 1e3),
-            tpot=Stat(mean=float(row["silicon_tpot_ms"]) / 1e3)))
-        # TensorRT-LLM's FP8 checkpoints (ModelOpt) quantise the KV cache too; vLLM and
-        # SGLang keep it in the activations' dtype unless told otherwise
-        kv = "fp8" if row["backend"] == "trtllm" and dtype == "fp8" else None
-        targets.append(Target(SILICON_MODELS[row["model_path"]], SILICON_GPUS[row["system"]],
-                              int(row["tp_size"]), dtype, row["backend"], kv))
-    return runs, targets, sorted(skipped)
-
-
-SPLITWISE_GPUS = {"a100-80gb": "a100-80gb", "h100-80gb": "h100-sxm"}
-
-
-def splitwise_runs(path: Path) -> tuple[list[Run], list[Target], list[str]]:
-    """Splitwise's static batches, the median of each configuration's repeats."""
-    by_config: dict[tuple, list[dict]] = {}
-    skipped = {"h100-80gb-pcap rows: derived from the H100 rows, not measured",
-               "TP2 batch-64 rows: inconsistent with TP4/TP8 (SOURCES.md)",
-               "bloom-176b rows: no shipped model spec"}
-    for row in _csv_rows(path):
-        if row["hardware"] not in SPLITWISE_GPUS or row["model"] != "llama2-70b" or (
-                row["tensor_parallel"] == "2" and row["batch_size"] == "64"):
-            continue
-        key = tuple(row[k] for k in ("hardware", "tensor_parallel", "batch_size",
-                                     "prompt_size", "token_size"))
-        by_config.setdefault(key, []).append(row)
-    runs, targets = [], []
-    for (hardware, tp, batch, prompt, tokens), rows in sorted(by_config.items()):
-        ttft = float(np.median([float(r["prompt_time"]) for r in rows])) / 1e3
-        tpot = float(np.median([float(r["token_time"]) for r in rows])) / 1e3
-        runs.append(Run(tool="splitwise", source=f"{path.name}:{hardware} tp{tp} b{batch} "
-                        f"{prompt}/{tokens}", model="llama2-70b", engine="splitwise",
-                        gpu=hardware, tp=int(tp), concurrency=int(batch), requests=int(batch),
-                        input_mean=float(prompt), output_mean=float(tokens),
-                        ttft=Stat(mean=ttft), tpot=Stat(mean=tpot)))
-        targets.append(Target("llama-2-70b", SPLITWISE_GPUS[hardware], int(tp), "fp16",
-                              "splitwise"))
-    return runs, targets, sorted(skipped)
-
-
-MEASURED_READERS = {SILICON_FILE: (silicon_runs, None),  # each engine's policy
-                    SPLITWISE_FILE: (splitwise_runs, "static")}
-
-
-def measured_runs(folder: Path, engine: str | None = None
-                  ) -> tuple[list[Run], list[Target], list[Scheduling], list[str]]:
-    """The replayable end-to-end runs in MEASURED_DIR (module doc), of one engine if
-    given."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise SpecError(f"--measured-dir: {folder} is not a folder")
-    runs, targets, scheduling, notes = [], [], [], []
-    for name, (reader, policy) in MEASURED_READERS.items():
-        path = folder / name
-        if not path.is_file():
-            notes.append(f"{name}: not in {folder}")
-            continue
-        file_runs, file_targets, skipped = reader(path)
-        if engine is not None:
-            keep = [i for i, t in enumerate(file_targets) if t.engine == engine]
-            file_runs, file_targets = [file_runs[i] for i in keep], [file_targets[i] for i in keep]
-        runs += file_runs
-        targets += file_targets
-        scheduling += [Scheduling(policy=policy)] * len(file_runs)
-        notes += [f"{name}: left out {reason}" for reason in skipped]
-    if not runs:
-        raise SpecError(f"--measured-dir {folder}: no runs" + (f" of {engine}" if engine else "")
-                        + f" in {', '.join(MEASURED_READERS)}")
-    return runs, targets, scheduling, notes
-
-
-# --- engine profiles -------------------------------------------------------------------
-
-def floor_edges(floor: HostFloor, floors: Sequence[HostFloor]) -> list[str]:
-    """The host floor's parameters at the largest value of the grid `floors` it was
-    chosen from: the runs' own may lie beyond (flagged as at a bound)."""
-    if floor is None or len(floors) < 2:
-        return []
-    return [name for index, name in enumerate(("host_step_s", "host_sequence_s"))
-            if floor[index] > 0 and floor[index] == max(f[index] for f in floors if f)]
-
-
-def fit_engine_profile(runs: Sequence[Run], base: Assumptions, targets: Sequence[Target],
-                       scheduling: Scheduling = Scheduling()):
-    """Fit an engine's overheads on top of `base` from `runs` (one short benchmark is
-    enough for the per-step term), and for an engine with an overlapping scheduler its
-    host floor too (the candidate of least loss, `EngineDefaults.host_floors`, in place of
-    any floor `base` has; another engine keeps `base`'s). Returns (the fitted Efficiency,
-    a summary: the floor in effect, fitted parameters, those at a bound, in-sample MAPE of
-    mean TTFT and TPOT, the replays)."""
-    from rooftui.sweeps.compute_share import Shares  # it builds on this module
-
-    engines = {target.engine for target in targets}
-    floors = engine_defaults(engines.pop()).host_floors if len(engines) == 1 else (None,)
-    chosen = Shares(replay_runs(runs, targets, base, scheduling), base, replay_again,
-                    shares=(1.0,), host_floors=floors).fit()
-    fit, held = chosen.fit, chosen.assumptions.efficiency
-    fitted = with_overheads(chosen.assumptions, fit.overheads)
-    return fitted.efficiency, {
-        "host_floor_s": ([held.host_step_s, held.host_sequence_s]
-                         if has_host_floor(held) else None),
-        "overheads_s": dict(zip(OVERHEADS, map(float, fit.overheads), strict=True)),
-        "fitted": fit.fitted,
-        "at_bound": fit.at_bound + floor_edges(chosen.host_floor, floors),
-        "rounds": fit.rounds,
-        "runs": len(runs), "mape_ttft": mape(fit.replays, "ttft"),
-        "mape_tpot": mape(fit.replays, "tpot"), "replays": fit.replays}
-
-
-def _toml(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{text}"'
-
-
-def engine_profile_text(base: Assumptions, efficiency: Efficiency, *, command: str,
-                        description: str, calibration: dict,
-                        interval: dict | None = None, sources: dict | None = None) -> str:
-    """An engine profile's TOML: the base (kernel) profile's settings and efficiencies
-    with the fitted overheads, `[calibration]`, `[interval]` (`interval`: level,
-    ttft/tpot (low, high), held_out) and `[sources]`; the command on the first line."""
-    lines = [f"# Fitted by: {command}",
-             "# An engine profile: the kernel profile named in [calibration] plus the "
-             "engine's overheads, fitted by replaying end-to-end runs through the simulator.",
-             f"description = {_toml(description)}",
-             *(f"{key} = {_toml(getattr(base, key))}" for key in (
-                 "mfu", "mbu", "overlap", "attention_flops", "activation_traffic", "kv_write",
-                 "memory_reserve_gb")),
-             "", "[efficiency]",
-             *(f"{name} = {value:.4g}" for name, value in efficiency.as_dict().items()),
-             "", "[calibration]", f"command = {_toml(command)}",
-             *(f"{key} = {_toml(value)}" for key, value in calibration.items())]
-    if interval is not None:
-        lines += ["", "[interval]", f"level = {interval['level']!r}"]
-        lines += [f"{kind} = [{low!r}, {high!r}]   # multiplicative bounds: low = "
-                  "prediction * low_ratio" for kind, (low, high) in interval["ratios"].items()]
-        lines.append(f"held_out = {_toml(interval['held_out'])}")
-    if sources:
-        lines += ["", "[sources]", *(f"{_toml(k)} = {_toml(v)}" for k, v in sources.items())]
-    return "\n".join(lines) + "\n"
-
-
-def write_engine_profile(path: Path, text: str) -> Path:
-    """Write atomically, after checking that the profile loads back as --profile reads it."""
-    from rooftui.core.assumptions import load_profile
-    from rooftui.sweeps.output_files import atomic_path
-
-    path = Path(path)
-    if path.suffix != ".toml":
-        raise SpecError(f"--out: {path} must end in .toml (a profile file)")
-    try:
-        with atomic_path(path) as temporary:
-            temporary.write_text(text, encoding="utf-8")
-            load_profile(str(temporary.resolve()))
-    except SpecError as error:
-        raise SpecError(f"--out: {error}") from None
-    return path

@@ -1,5 +1,6 @@
 """`sweep replay`: predict measured serving benchmarks by simulating them, and fit an
-engine profile from them (sweeps/end_to_end.py)."""
+engine profile from them (sweeps/end_to_end.py replays, sweeps/end_to_end_data.py reads the
+published runs, sweeps/engine_profiles.py fits and writes a profile)."""
 
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ def _row(replay) -> dict:
 def _files(paths, file_format, target, engine, policy, max_batch, token_budget, clients,
            fit, out, profile) -> dict:
     from rooftui.core.assumptions import load_profile
-    from rooftui.sweeps import end_to_end
+    from rooftui.sweeps import end_to_end, engine_profiles
     from rooftui.sweeps.bench_results import read_benchmark
 
     runs = [run for path in paths for run in read_benchmark(path, file_format)]
@@ -160,12 +161,12 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
     started = clients if any(r.clients for r in replays) else None
     report = {"profile": base.name, "runs": [_row(r) for r in replays]}
     if fit:
-        efficiency, summary = end_to_end.fit_engine_profile(runs, base, targets, scheduling)
+        efficiency, summary = engine_profiles.fit_engine_profile(runs, base, targets, scheduling)
         report["fit"] = {key: value for key, value in summary.items() if key != "replays"}
         report["fit"]["runs_after"] = [_row(r) for r in summary["replays"]]
         if out:
             label = "/".join(sorted(e for e in engines if e)) or "engine"
-            text = end_to_end.engine_profile_text(
+            text = engine_profiles.engine_profile_text(
                 base, efficiency, command=_command(),
                 description=f"{label} overheads fitted end to end on {len(runs)} run(s) of "
                             f"{target['model']} on {target['gpu']} (TP {target['tp']}), on "
@@ -181,7 +182,7 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
                              **({"clients": started} if started else {}),
                              "fitted": summary["fitted"],
                              "at_bound": summary["at_bound"]})
-            report["fit"]["wrote"] = str(end_to_end.write_engine_profile(Path(out), text))
+            report["fit"]["wrote"] = str(engine_profiles.write_engine_profile(Path(out), text))
     return report
 
 
@@ -189,9 +190,9 @@ def _measured(folder, engine, profile, fit, out, clients) -> dict:
     from dataclasses import replace
 
     from rooftui.core.assumptions import load_profile
-    from rooftui.sweeps import compute_share, end_to_end
+    from rooftui.sweeps import compute_share, end_to_end, end_to_end_data, engine_profiles
 
-    runs, targets, scheduling, notes = end_to_end.measured_runs(folder, engine)
+    runs, targets, scheduling, notes = end_to_end_data.measured_runs(folder, engine)
     if clients:
         scheduling = [replace(s, stagger=CLIENTS[clients]) for s in scheduling]
         notes = [*notes, f"closed loops replayed {clients} (--clients), not each engine's way"]
@@ -235,7 +236,7 @@ def _measured(folder, engine, profile, fit, out, clients) -> dict:
                  "compute_share": chosen.share,
                  "host_floor_s": None if chosen.host_floor is None else list(chosen.host_floor),
                  "fitted": full.fitted,
-                 "at_bound": full.at_bound + end_to_end.floor_edges(chosen.host_floor,
+                 "at_bound": full.at_bound + engine_profiles.floor_edges(chosen.host_floor,
                                                                     defaults.host_floors),
                  "interval": {kind: list(b) for kind, b in bounds.items()},
                  "groups": len(held.groups)}
@@ -253,18 +254,18 @@ PROFILE_GPUS = {"h100-sxm": "h100-sxm", "h200": "h200"}  # GPU key -> profile na
 
 def _write_measured_profiles(folder, chosen, profile, given, engine, replays, bounds,
                              groups, tpot_errors) -> list[str]:
-    from rooftui.sweeps import end_to_end
+    from rooftui.sweeps import end_to_end, end_to_end_data, engine_profiles
 
     base, full = chosen.assumptions, chosen.fit
 
     written = []
-    dataset = end_to_end.SILICON_FILE
+    dataset = end_to_end_data.SILICON_FILE
     for gpu in sorted({r.target.gpu for r in replays}):
         models = sorted({r.target.model for r in replays if r.target.gpu == gpu})
         name = f"{PROFILE_GPUS.get(gpu, gpu)}-{engine}.toml"
         command = ("sweep replay --measured-dir MEASURED_DIR "
                    + (f"--profile {profile} " if given else "") + f"--fit --out {folder}/")
-        text = end_to_end.engine_profile_text(
+        text = engine_profiles.engine_profile_text(
             base, end_to_end.with_overheads(base, full.overheads).efficiency,
             command=command,
             description=f"{engine} on {gpu}: {profile}'s kernels"
@@ -288,7 +289,7 @@ def _write_measured_profiles(folder, chosen, profile, given, engine, replays, bo
                       "held_out": f"leave-one-group-out over {groups} (engine, GPU, model) "
                                   f"groups of {dataset}"},
             sources={dataset: "ai-dynamo/aiconfigurator@095f58a silicon_sample.csv"})
-        written.append(str(end_to_end.write_engine_profile(folder / name, text)))
+        written.append(str(engine_profiles.write_engine_profile(folder / name, text)))
     return written
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rooftui.sweeps import compute_share
+from rooftui.sweeps import compute_share, engine_profiles
 from rooftui.sweeps import end_to_end as e2e
 from tests.unit.test_end_to_end import BASE, LOCKSTEP, TARGETS, closed_run, measured_as
 
@@ -141,20 +141,20 @@ def test_a_benchmark_file_fit_chooses_sglangs_host_floor():
             replay = e2e.replay_run(closed_run(concurrency, isl, osl), target, truth, LOCKSTEP)
             runs.append(measured_as(replay))
             targets.append(target)
-    efficiency, summary = e2e.fit_engine_profile(runs, BASE, targets, LOCKSTEP)
+    efficiency, summary = engine_profiles.fit_engine_profile(runs, BASE, targets, LOCKSTEP)
     assert summary["host_floor_s"] == list(floor) and summary["fitted"] == ["request_overhead_s"]
     assert (efficiency.host_step_s, efficiency.host_sequence_s) == floor
     assert summary["overheads_s"]["request_overhead_s"] == pytest.approx(FRONT_END, abs=1e-4)
     assert summary["mape_tpot"] < 1e-3 and summary["mape_ttft"] < 1e-3
     # a base's own floor is chosen again, as `--measured-dir`'s fit does
     own = compute_share.at_host_floor(BASE, (20e-3, 0.0))
-    _, again = e2e.fit_engine_profile(runs, own, targets, LOCKSTEP)
+    _, again = engine_profiles.fit_engine_profile(runs, own, targets, LOCKSTEP)
     assert again["host_floor_s"] == list(floor)
     # another engine keeps a base's floor, says so, and fits its overheads on it
     vllm = [dataclasses.replace(target, engine="vllm") for target in targets]
-    _, kept = e2e.fit_engine_profile(runs, own, vllm, LOCKSTEP)
+    _, kept = engine_profiles.fit_engine_profile(runs, own, vllm, LOCKSTEP)
     assert kept["host_floor_s"] == [20e-3, 0.0] and "step_overhead_s" in kept["fitted"]
-    assert e2e.floor_edges((20e-3, 60e-6), e2e.HOST_FLOORS) == ["host_step_s",
+    assert engine_profiles.floor_edges((20e-3, 60e-6), e2e.HOST_FLOORS) == ["host_step_s",
                                                                "host_sequence_s"]
-    assert e2e.floor_edges(floor, e2e.HOST_FLOORS) == []
-    assert e2e.floor_edges((20e-3, 0.0), (None,)) == []
+    assert engine_profiles.floor_edges(floor, e2e.HOST_FLOORS) == []
+    assert engine_profiles.floor_edges((20e-3, 0.0), (None,)) == []

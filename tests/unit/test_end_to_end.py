@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from rooftui.core import spec_files
 from rooftui.core.assumptions import load_profile
 from rooftui.sweeps import end_to_end as e2e
+from rooftui.sweeps import engine_profiles
 from rooftui.sweeps.bench_results import Run, Stat
 
 BASE = load_profile("h100-trtllm")
@@ -81,7 +82,7 @@ def test_fit_recovers_a_front_end_with_staggered_clients():
 
 def test_fit_engine_profile_replays_at_the_fitted_values():
     runs, targets = synthetic(np.array([1e-3, 0.0, 30e-6, 0.0]), LOCKSTEP)
-    efficiency, summary = e2e.fit_engine_profile(runs, BASE, targets, LOCKSTEP)
+    efficiency, summary = engine_profiles.fit_engine_profile(runs, BASE, targets, LOCKSTEP)
     assert efficiency.step_overhead_s == pytest.approx(1e-3, rel=0.02)
     assert "layer_overhead_s" in summary["at_bound"]  # the truth is 0: flagged
     assert summary["mape_tpot"] < 0.005 and summary["mape_ttft"] < 0.005
