@@ -106,8 +106,6 @@ DIRECT_TTFT = np.array([0.0, 0.0, 0.0, 1.0])
 # layer, tens of ms of front end)
 OVERHEAD_CEILINGS = {"step_overhead_s": 0.1, "layer_overhead_s": 2e-3,
                      "allreduce_overhead_s": 1e-3, "request_overhead_s": 1.0}
-# scored requests per client slot in a silicon run, after one warm-up request a slot
-# (neither count is recorded: AIPerf, its harness, leaves warm-up requests out)
 
 
 # the shares of a kernel profile's compute rate an engine's fit may choose from

@@ -33,6 +33,8 @@ from rooftui.sweeps.bench_results import Run, Stat
 from rooftui.sweeps.end_to_end import Scheduling, Target
 from rooftui.sweeps.measured import _read as _csv_rows  # one CSV reader, one error line
 
+# scored requests per client slot in a silicon run, after one warm-up request a slot
+# (neither count is recorded: AIPerf, its harness, leaves warm-up requests out)
 SILICON_WAVES = 3
 SILICON_FILE = "aiconfigurator-silicon-e2e-dense-h100-h200.csv"
 SPLITWISE_FILE = "splitwise-perf-model-a100-h100.csv"

@@ -228,7 +228,7 @@ def _measured(folder, engine, profile, fit, out, clients) -> dict:
             report["held_out"].append({
                 "engine": key[0], "gpu": key[1], "model": key[2], **group,
                 "overheads": group["overheads"].tolist(), "interval_coverage": coverage,
-                "interval_coverage_by_the_others": {kind: shares[index] for kind, shares
+                "interval_coverage_by_the_others": {kind: per_group[index] for kind, per_group
                                                     in by_the_others.items()}})
         chosen = shares.fit()
         full = chosen.fit
