@@ -147,6 +147,22 @@ def coverage(log_ratios: np.ndarray, bounds: tuple[float, float],
     return float(np.sum(weights * inside) / np.sum(weights))
 
 
+def coverage_by_the_others(log_ratios: np.ndarray, groups: np.ndarray,
+                           level: float = DEFAULT_LEVEL) -> dict:
+    """Each group's share of residuals inside the interval made from the other groups'
+    residuals alone (each of them weighted equally): the interval's coverage on data it
+    was not drawn from. {group: share}; a group with no other group beside it is left out."""
+    log_ratios, groups = np.asarray(log_ratios, dtype=float), np.asarray(groups)
+    shares = {}
+    for group in np.unique(groups):
+        own = groups == group
+        if own.all():
+            continue
+        bounds = ratio_bounds(log_ratios[~own], dataset_weights(groups[~own]), level)
+        shares[group.item()] = coverage(log_ratios[own], bounds)
+    return shares
+
+
 def widening_factor(log_ratios: np.ndarray, bounds: tuple[float, float],
                     weights: np.ndarray | None = None, level: float = DEFAULT_LEVEL) -> float:
     """The smallest factor f ≥ 1 such that (low / f, high · f) covers `level` of these

@@ -626,11 +626,11 @@ def coverage_by_the_others(groups: Sequence[np.ndarray], level: float) -> list[f
     """Each group's share of held-out runs inside the interval made from the other groups'
     held-out ratios alone: the interval's coverage on runs it was not drawn from (None
     for a group with no runs, or with no other group to draw from)."""
-    shares = []
-    for index, own in enumerate(groups):
-        others = [g for i, g in enumerate(groups) if i != index and g.size]
-        shares.append(coverage(own, interval_bounds(others, level)) if others else None)
-    return shares
+    if not groups:
+        return []
+    labels = np.repeat(np.arange(len(groups)), [g.size for g in groups])
+    shares = intervals.coverage_by_the_others(np.concatenate(groups), labels, level)
+    return [shares.get(index) for index in range(len(groups))]
 
 
 @dataclass

@@ -36,7 +36,13 @@ from rooftui.core.calibration import (
 from rooftui.core.efficiency import COLLECTIVE_PARAMETERS, Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
-from rooftui.core.intervals import DEFAULT_LEVEL, coverage, dataset_weights, ratio_bounds
+from rooftui.core.intervals import (
+    DEFAULT_LEVEL,
+    coverage,
+    coverage_by_the_others,
+    dataset_weights,
+    ratio_bounds,
+)
 from rooftui.sweeps.measured import Conversion, gpu_matches, to_measurements
 
 
@@ -454,14 +460,8 @@ def nested_coverage(log_ratios: np.ndarray, datasets: np.ndarray,
     """The share of each dataset's residuals inside the interval made from the other
     datasets' residuals, averaged over datasets: the interval's coverage on data it was
     not made from. NaN with one dataset."""
-    if len(np.unique(datasets)) < 2:
-        return math.nan
-    shares = []
-    for dataset in np.unique(datasets):
-        own = datasets == dataset
-        bounds = ratio_bounds(log_ratios[~own], dataset_weights(datasets[~own]), level)
-        shares.append(coverage(log_ratios[own], bounds))
-    return float(np.mean(shares))
+    shares = coverage_by_the_others(log_ratios, datasets, level)
+    return float(np.mean(list(shares.values()))) if shares else math.nan
 
 
 def holdout_summary(corpus: Corpus, results: list[HeldOut]) -> dict[str, dict[str, dict]]:

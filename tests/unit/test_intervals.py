@@ -26,6 +26,7 @@ from rooftui.core.hardware import load_gpu
 from rooftui.core.intervals import (
     Interval,
     coverage,
+    coverage_by_the_others,
     dataset_weights,
     interval_from_dict,
     ratio_bounds,
@@ -184,3 +185,14 @@ def test_the_explorers_step_time_shows_a_fitted_profiles_interval():
     shown = step_time("h100-splitwise")
     assert "(80 %: " in shown and shown.endswith(" ms)")
     assert "(" not in step_time("ideal")
+
+
+def test_coverage_by_the_others_leaves_each_groups_own_residuals_out():
+    rng = np.random.default_rng(2)
+    alike = np.concatenate([rng.normal(0.0, 0.1, 400) for _ in range(3)])
+    labels = np.repeat([0, 1, 2], 400)
+    shares = coverage_by_the_others(alike, labels, 0.8)
+    assert set(shares) == {0, 1, 2} and all(0.7 < s < 0.9 for s in shares.values())
+    apart = np.concatenate([alike, np.full(20, 3.0)])
+    assert coverage_by_the_others(apart, np.append(labels, [3] * 20))[3] == 0.0
+    assert coverage_by_the_others(alike[:400], labels[:400]) == {}
