@@ -49,7 +49,6 @@ from rooftui.core.efficiency import (
     COLLECTIVE_TABLES,
     COMPUTE_TABLES,
     GEMM_PARAMETERS,
-    KV_TABLES,
     PARAMETERS,
     QUANTISING_TABLES,
     Efficiency,
@@ -59,7 +58,6 @@ from rooftui.core.efficiency import (
     gemm_times,
     has_host_floor,
     host_time,
-    kv_table_index,
     link_time,
 )
 from rooftui.core.errors import SpecError
@@ -76,16 +74,6 @@ ATTENTION_KINDS = ("attention_decode", "attention_prefill")  # paying attention_
 # how an isolated op was timed: CUDA events around its eager launch (the default), a
 # CUDA-graph replay, the host's clock around the launch and a synchronize
 TIMERS = ("cuda_events", "cuda_graph", "host_clock")
-# what each kind's rows inform (steps: see `informed_parameters`)
-INFORMS = {
-    "gemm": ("gemm_mfu", "gemm_mbu", "gemm_m_half", "kernel_overhead_s"),
-    "attention_decode": ("attention_mbu", "attention_overhead_s",
-                         "attention_kv_head_overhead_s", "attention_query_head_overhead_s"),
-    "attention_prefill": ("attention_mfu", "attention_mfu_half", "attention_overhead_s",
-                          "prefill_attention_overhead_s", "attention_prompt_head_overhead_s"),
-    "allreduce": COLLECTIVE_PARAMETERS,  # per library (see `informed_parameters`)
-    "copy": ("mbu", "kernel_overhead_s"),
-}
 # "mbu" is the profile's own bandwidth fraction (a plain copy); the rest are `Efficiency`'s,
 # a compute dtype's own GEMM parameters as `fp8.gemm_mfu`, ... (`Efficiency.as_dict`)
 FIT_PARAMETERS = ("mbu", *PARAMETERS, *(
@@ -93,13 +81,6 @@ FIT_PARAMETERS = ("mbu", *PARAMETERS, *(
     if name != "activation_quant_bytes" or table in QUANTISING_TABLES), *(
     f"{table}.{name}" for table in QUANTISING_TABLES for name in ATTENTION_PARAMETERS), *(
     f"{table}.{name}" for table in COLLECTIVE_TABLES for name in COLLECTIVE_PARAMETERS))
-# what any rows of all-reduces inform: the link's share and each all-reduce's fixed time
-ALLREDUCE_BASICS = ("interconnect_efficiency", "allreduce_overhead_s")
-# distinct message sizes from which a library's all-reduce rows tell its two protocols
-# apart (the low-latency one's bandwidth share and the bulk one's extra fixed time)
-PROTOCOL_SIZES = 8
-# tokens in a step from which its GEMMs (or a prompt's attention) can be compute-bound
-COMPUTE_BOUND_TOKENS = 256
 # the power of the smoothed maximum in a fit's first stage
 SMOOTHING = 4.0
 # weight of the pull towards typical values, per transformed parameter, against residuals
@@ -473,135 +454,26 @@ class Fit:
     # fitted parameters that ended at (or within AT_BOUND of) a bound of their range:
     # the data pull them further than the model allows, so the form is missing something
     at_bound: tuple[str, ...] = ()
+    # with `Machines`: each machine's efficiency (its own fixed times, the rest shared)
+    machine_efficiencies: tuple[Efficiency, ...] = ()
 
 
-def informed_parameters(rows: Measurements, collective_library: str = "") -> list[str]:
-    """The parameters these rows can tell apart from the others.
+@dataclass(frozen=True)
+class Machines:
+    """Which machine (a GPU type under one engine) ran each row, for a fit whose fixed
+    times are each machine's own (`MACHINE_PARAMETERS`): `code` indexes `names` and
+    `free`, each machine's own parameters to fit (`informed.machine_fit_parameters`)."""
 
-    Kernel rows inform their kernel's efficiencies and fixed time; a half-efficiency size
-    only when that size varies (three values or more: at one size it is one number with
-    the efficiency). Step rows inform the step overhead and the bandwidth fractions; a
-    compute fraction only when some step is large enough to be compute-bound
-    (`COMPUTE_BOUND_TOKENS`), attention_mbu_half only when the decode contexts vary,
-    the per-layer overhead only when the models differ in depth (else it is one number
-    with the step overhead), the all-reduce parameters (of `collective_library`, the
-    profile's: "" the base values) only when the tensor-parallel degrees differ. Decode attention kernels inform their fixed times per sequence and
-    head (the query-head one only when the models' query heads per KV head differ),
-    prefill attention kernels a prompt's fixed time per query head (only when the prompts
-    times the query heads on the GPU take three values or more)
-    rather than `attention_mbu_half`: on one GPU both are a cost per sequence growing
-    with the KV heads, but the kernels' is in seconds (H100 and H200 take the same time
-    at 15 cached tokens, whatever their bandwidths), which a held-out GPU inherits. `gemm_m_half` and `attention_mfu_half` need kernel rows: in a step
-    they are one number with the overheads and the compute fractions.
+    code: np.ndarray
+    names: tuple[str, ...]
+    free: tuple[tuple[str, ...], ...]
 
-    GEMM parameters are named for the compute dtype of the rows that inform them: bf16
-    (and fp16, fp32) GEMMs inform the base values, fp8 and fp4 GEMMs their own table's
-    (`fp8.gemm_mfu`, ...), and fp8/fp4 GEMM kernels their activation quantisation.
-    Attention parameters likewise by the KV cache's table (`efficiency.KV_TABLES`): rows
-    with a 16-bit cache inform the base values, an 8-bit cache `fp8.attention_mbu`, ...
-    All-reduce rows inform their library's table (`nccl.interconnect_efficiency`, ...;
-    rows without one the base values), its fixed time per peer only when they span two
-    GPU counts or more (else one number with the fixed time), its two protocols
-    (`allreduce_ll_share`, `allreduce_bulk_overhead_s`) only from `PROTOCOL_SIZES`
-    message sizes on (where one protocol hands over to the other needs the sizes
-    around it).
-    End-to-end rows inform nothing here (they are fitted by replay).
+    @classmethod
+    def one(cls, count: int) -> Machines:
+        return cls(np.zeros(count, dtype=np.int64), ("",), ((),))
 
-    `launch_overhead_s` needs isolated ops of one kind and compute table both replayed
-    from CUDA graphs and launched eagerly, `host_timer_overhead_s` both timed by the host
-    clock and not: else each is one number with that kind's fixed time.
-    """
-    def varied(kind: str, sizes: np.ndarray) -> bool:
-        return len(np.unique(sizes[rows.kind == KINDS.index(kind)])) >= 3
-
-    def gemm_names(names: tuple[str, ...], members: np.ndarray) -> set[str]:
-        tables = {_quantising_table(code) for code in np.unique(rows.compute_dtype[members])}
-        return {f"{table}.{name}" if table else name for table in tables for name in names
-                if table or name != "activation_quant_bytes"}
-
-    names: set[str] = set()
-    for kind in rows.kinds_present():
-        if kind not in ("step", "gemm", "allreduce", *E2E_KINDS):
-            names.update(INFORMS[kind])
-    allreduce = rows.kind == KINDS.index("allreduce")
-    for code in np.unique(rows.library[allreduce]):
-        members = allreduce & (rows.library == code)
-        informed = list(ALLREDUCE_BASICS)
-        if len(np.unique(rows.tp[members])) >= 2:
-            informed.append("allreduce_peer_overhead_s")
-        if len(np.unique(rows.message_bytes[members])) >= PROTOCOL_SIZES:
-            informed.extend(("allreduce_ll_share", "allreduce_bulk_overhead_s"))
-        names |= _library_names(code, tuple(informed))
-    gemm = rows.kind == KINDS.index("gemm")
-    if gemm.any():
-        names |= gemm_names((*INFORMS["gemm"], "activation_quant_bytes"), gemm)
-    if not varied("attention_prefill", rows.prefill):
-        names.discard("attention_mfu_half")
-    if _timed_both_ways(rows, rows.timer == TIMERS.index("cuda_graph")):
-        names.add("launch_overhead_s")
-    if _timed_both_ways(rows, rows.timer == TIMERS.index("host_clock")):
-        names.add("host_timer_overhead_s")
-    steps = rows.kind == KINDS.index("step")
-    if steps.any():
-        names.update(("step_overhead_s", "attention_mbu"))
-        names |= gemm_names(("gemm_mbu",), steps)
-        tokens = rows.batch + rows.prompts * rows.prefill
-        if tokens[steps].max() >= COMPUTE_BOUND_TOKENS:
-            names |= gemm_names(("gemm_mfu",), steps)
-        if (rows.prefill[steps]).max() >= COMPUTE_BOUND_TOKENS:
-            names.add("attention_mfu")
-        decoding = steps & (rows.batch > 0)
-        if len(np.unique(rows.context[decoding])) >= 3:
-            names.add("attention_mbu_half")
-        if len({rows.models[m].num_hidden_layers for m in np.unique(rows.model[steps])}) > 1:
-            names.add("layer_overhead_s")
-        if len(np.unique(rows.tp[steps])) > 1:  # else one number with the step overhead
-            names |= _library_names(collective_library_code(collective_library),
-                                    ALLREDUCE_BASICS)
-    decode = rows.kind == KINDS.index("attention_decode")
-    prefill = rows.kind == KINDS.index("attention_prefill")
-    groups = {rows.models[m].num_attention_heads // rows.models[m].num_key_value_heads
-              for m in np.unique(rows.model[decode])}
-    if len(groups) < 2:  # one number with the per-KV-head time
-        names.discard("attention_query_head_overhead_s")
-    informing = {"attention_mbu": decode | steps, "attention_mbu_half": steps,
-                 "attention_kv_head_overhead_s": decode,
-                 "attention_query_head_overhead_s": decode,
-                 "attention_overhead_s": decode | prefill,
-                 "prefill_attention_overhead_s": prefill,
-                 "attention_prompt_head_overhead_s": _prompt_heads_varied(rows, prefill),
-                 "attention_mfu": prefill | steps & (rows.prefill > 0),
-                 "attention_mfu_half": prefill}
-    def kv_tables(members: np.ndarray) -> set[str | None]:
-        return {_kv_table(code) for code in np.unique(rows.kv_dtype[members])}
-
-    for name, members in informing.items():
-        if name in names:
-            names.discard(name)
-            # a prefill op's extra fixed time needs decode ops of its table to differ from
-            tables = (kv_tables(members) & kv_tables(decode)
-                      if name == "prefill_attention_overhead_s" else kv_tables(members))
-            names |= {f"{table}.{name}" if table else name for table in tables}
-    return [name for name in FIT_PARAMETERS if name in names]
-
-
-def _prompt_heads_varied(rows: Measurements, prefill: np.ndarray) -> np.ndarray:
-    """The prefill rows of each KV-cache table whose prompts times query heads on the GPU
-    take three values or more (else the time per prompt and head is one number with the
-    op's fixed time)."""
-    per_model = np.array([0.0, *(model.num_attention_heads for model in rows.models)])
-    heads = per_model[rows.model + 1] / rows.tp * rows.prompts  # model -1: none
-    tables = np.array([_kv_table(code) or "" for code in range(len(DTYPES))])[rows.kv_dtype]
-    varied = np.zeros(len(rows), dtype=bool)
-    for table in np.unique(tables[prefill]):
-        members = prefill & (tables == table)
-        varied |= members & (len(np.unique(heads[members])) >= 3)
-    return varied
-
-
-def _library_names(code: int, names: tuple[str, ...]) -> set[str]:
-    """`names` as the table of collective library `code` holds them (0: the base)."""
-    return {f"{COLLECTIVE_TABLES[code - 1]}.{name}" if code else name for name in names}
+    def owns(self, name: str) -> bool:
+        return any(name in own for own in self.free)
 
 
 def _tied_library(costs: RowCosts, free: list[str]) -> str | None:
@@ -618,46 +490,17 @@ def _tied_library(costs: RowCosts, free: list[str]) -> str | None:
         allreduce & (costs.library == collective_library_code(table)))))
 
 
-def _kv_table(code: int) -> str | None:
-    """The table of a KV-cache format that has its own attention parameters in a fit
-    (by its width, as `Efficiency.for_compute_dtypes` selects it): fp8 or fp4; None for
-    16-bit and wider caches, whose attention sets the base values."""
-    index = int(kv_table_index(DTYPE_BYTES[code]))
-    return None if index < 2 else KV_TABLES[index - 1][1]
-
-
-def _timed_both_ways(rows: Measurements, timed: np.ndarray) -> bool:
-    """Whether isolated ops of one kind (GEMM or copy kernels; attention ops) and one
-    compute table were timed both ways: some `timed`, some not."""
-    kernel = np.isin(rows.kind, [KINDS.index(k) for k in KERNEL_KINDS])
-    attention = np.isin(rows.kind, [KINDS.index(k) for k in ATTENTION_KINDS])
-    tables = np.array([_quantising_table(code) or "" for code in range(len(DTYPES))])
-    for ops in (kernel, attention):
-        for table in np.unique(tables[rows.compute_dtype[ops]]):
-            members = ops & (tables[rows.compute_dtype] == table)
-            if len(np.unique(timed[members])) > 1:
-                return True
-    return False
-
-
-def _quantising_table(code: int) -> str | None:
-    """The table of a compute dtype that has its own GEMM parameters in a fit: fp8 or
-    fp4; None for bf16 and the rest, whose GEMMs set the base values."""
-    return next((table for table in QUANTISING_TABLES
-                 if DTYPES[code] in COMPUTE_TABLES[table]), None)
-
-
 def _is_fraction(name: str) -> bool:
-    return name == "mbu" or PARAMETERS[_parameter(name)][0] == "fraction"
+    return name == "mbu" or PARAMETERS[parameter_name(name)][0] == "fraction"
 
 
-def _parameter(name: str) -> str:
+def parameter_name(name: str) -> str:
     """`gemm_mfu` of `fp8.gemm_mfu`: a dtype's own value has the base one's range."""
     return name.rpartition(".")[2]
 
 
 def _typical(name: str) -> float:
-    return TYPICAL[_parameter(name)]
+    return TYPICAL[parameter_name(name)]
 
 
 def _encode(name: str, value: float) -> float:
@@ -682,8 +525,13 @@ def at_bound(name: str, value: float) -> bool:
 
 def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
         mbu: float = 1.0, mfu: float = 1.0, overlap: str = "parts",
-        max_iterations: int = 200) -> Fit:
-    """Least squares on log time over the `free` parameters, the rest held at `start`."""
+        max_iterations: int = 200, machines: Machines | None = None) -> Fit:
+    """Least squares on log time over the `free` parameters, the rest held at `start`.
+    With `machines`, each machine's own fixed times (`Machines.free`) are fitted for its
+    rows alone and every other parameter is shared: `Fit.machine_efficiencies`."""
+    machines = machines or Machines.one(len(costs.time_s))
+    shared = [name for name in free if not machines.owns(name)]
+    free = list(dict.fromkeys([*shared, *(name for own in machines.free for name in own)]))
     unknown = sorted(set(free) - set(FIT_PARAMETERS))
     if unknown:
         raise SpecError(f"cannot fit {', '.join(unknown)}: parameters are "
@@ -693,25 +541,45 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
     log_measured = np.log(costs.time_s)
     start = start or Efficiency()
     fixed = {"mbu": mbu, **{name: start.value(name) for name in FIT_PARAMETERS[1:]}}
+    layout = shared + [name for own in machines.free for name in own]
+    members = [np.flatnonzero(machines.code == code) for code in range(len(machines.free))]
+    parts = [costs if len(machines.free) == 1 else costs.subset(rows) for rows in members]
 
     tied = _tied_library(costs, free)
 
     def unpack(vector):
-        values = {name: _decode(name, x) for name, x in zip(free, vector, strict=True)}
+        values = {name: _decode(name, x) for name, x in zip(layout, vector, strict=True)}
         profile_mbu = values.pop("mbu", mbu)
-        efficiency = start.with_values(values)
-        if tied:
-            efficiency = efficiency.with_values({
-                name: efficiency.value(f"{tied}.{name}") for name in COLLECTIVE_PARAMETERS})
-        return efficiency, profile_mbu
+        common = {name: values[name] for name in shared if name != "mbu"}
+        efficiencies, offset = [], len(shared)
+        for own in machines.free:
+            efficiency = start.with_values({**common, **{
+                name: _decode(name, x) for name, x in zip(
+                    own, vector[offset:offset + len(own)], strict=True)}})
+            offset += len(own)
+            if tied:
+                efficiency = efficiency.with_values({
+                    name: efficiency.value(f"{tied}.{name}")
+                    for name in COLLECTIVE_PARAMETERS})
+            efficiencies.append(efficiency)
+        return efficiencies, profile_mbu
 
-    starts = _starting_points(free, fixed)
+    def predicted_under(vector, smoothing=None):
+        efficiencies, profile_mbu = unpack(vector)
+        if len(parts) == 1:
+            return predict(costs, efficiencies[0], mfu=mfu, mbu=profile_mbu,
+                           overlap=overlap, smoothing=smoothing)
+        predicted = np.empty(len(costs.time_s))
+        for rows, part, efficiency in zip(members, parts, efficiencies, strict=True):
+            predicted[rows] = predict(part, efficiency, mfu=mfu, mbu=profile_mbu,
+                                      overlap=overlap, smoothing=smoothing)
+        return predicted
+
+    starts = _starting_points(layout, fixed)
     typical = starts[0]
 
     def residuals(vector, smoothing=None):
-        efficiency, profile_mbu = unpack(vector)
-        predicted = predict(costs, efficiency, mfu=mfu, mbu=profile_mbu, overlap=overlap,
-                            smoothing=smoothing)
+        predicted = predicted_under(vector, smoothing)
         # a weak pull towards typical values settles what the rows cannot tell apart
         prior = PRIOR_WEIGHT * (vector - typical)
         return np.concatenate([weights * (np.log(predicted) - log_measured), prior])
@@ -727,14 +595,18 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
         if best is None or cost < best[0]:
             best = (cost, vector, iterations)
     cost, vector, iterations = best
-    efficiency, profile_mbu = unpack(vector)
-    predicted = predict(costs, efficiency, mfu=mfu, mbu=profile_mbu, overlap=overlap)
-    rms = float(np.sqrt(np.mean((np.log(predicted) - log_measured) ** 2)))
-    efficiency, profile_mbu = _rounded(efficiency), float(f"{profile_mbu:.4g}")
-    bounded = tuple(name for name in free if at_bound(
-        name, profile_mbu if name == "mbu" else efficiency.value(name)))
-    return Fit(efficiency=efficiency, mbu=profile_mbu, fitted=tuple(free),
-               rms_log_error=rms, iterations=iterations, at_bound=bounded)
+    rms = float(np.sqrt(np.mean((np.log(predicted_under(vector)) - log_measured) ** 2)))
+    efficiencies, profile_mbu = unpack(vector)
+    efficiencies = [_rounded(efficiency) for efficiency in efficiencies]
+    profile_mbu = float(f"{profile_mbu:.4g}")
+    bounded = tuple(name for name in shared if at_bound(
+        name, profile_mbu if name == "mbu" else efficiencies[0].value(name)))
+    bounded += tuple(f"{machines.names[code]}: {name}"
+                     for code, own in enumerate(machines.free) for name in own
+                     if at_bound(name, efficiencies[code].value(name)))
+    return Fit(efficiency=efficiencies[0], mbu=profile_mbu, fitted=tuple(free),
+               rms_log_error=rms, iterations=iterations, at_bound=bounded,
+               machine_efficiencies=tuple(efficiencies) if len(efficiencies) > 1 else ())
 
 
 def _rounded(efficiency: Efficiency) -> Efficiency:

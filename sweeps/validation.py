@@ -27,7 +27,6 @@ from rooftui.core.calibration import (
     Fit,
     error_summary,
     fit,
-    informed_parameters,
     predict,
     profile_prediction,
     row_costs,
@@ -36,6 +35,7 @@ from rooftui.core.calibration import (
 from rooftui.core.efficiency import COLLECTIVE_PARAMETERS, Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
+from rooftui.core.informed import informed_parameters, machine_fit_parameters
 from rooftui.core.intervals import (
     DEFAULT_LEVEL,
     coverage,
@@ -357,11 +357,13 @@ def hold_out(corpus: Corpus, holdout: str, explain: bool = False) -> list[HeldOu
             train = ~inside & (corpus.kind_group == kind)
             if train.any():
                 fitting = _libraries_pooled(corpus, train, target)
-                fitted = _fit(fitting, train)
-                predicted[target] = predict(fitting.costs.subset(target), fitted.efficiency,
-                                            mbu=fitted.mbu)
-                if explain:
-                    _add(shares, _explain(fitting, target, fitted), target.sum())
+                fits = (_fits_per_machine(fitting, train, target, notes) if kind == "step"
+                        else [(target, _fit(fitting, train))])
+                for rows, fitted in fits:
+                    predicted[rows] = predict(fitting.costs.subset(rows), fitted.efficiency,
+                                              mbu=fitted.mbu)
+                    if explain:
+                        _add(shares, _explain(fitting, rows, fitted), rows.sum())
             else:
                 predicted[target], note = _transferred(corpus, target)
                 notes.append(f"{kind}: {NO_DATA}; {note}")
@@ -389,6 +391,36 @@ def _libraries_pooled(corpus: Corpus, train: np.ndarray, target: np.ndarray) -> 
 
 def _fit(corpus: Corpus, mask: np.ndarray) -> Fit:
     return fit(corpus.costs.subset(mask), informed_parameters(corpus.rows.subset(mask)))
+
+
+def machine_labels(corpus: Corpus) -> np.ndarray:
+    """Each row's machine: its dataset's GPU and engine (whose host sets its fixed times)."""
+    return np.array([f"{gpu} under {engine}" for gpu, engine in
+                     zip(corpus.gpus, corpus.engines, strict=True)])[corpus.rows.dataset]
+
+
+def _fits_per_machine(corpus: Corpus, train: np.ndarray, target: np.ndarray,
+                      notes: list[str]) -> list[tuple[np.ndarray, Fit]]:
+    """Step fits whose fixed times are each machine's own (`machine_fit_parameters`):
+    each of the target's machines with steps in the training rows is predicted with its
+    own, the others by a fit pooled over every machine (a note names them)."""
+    labels = machine_labels(corpus)
+    trained = set(labels[train])
+    machines = list(dict.fromkeys(labels[target]))
+    fits, own_machines = [], [machine for machine in machines if machine in trained]
+    if own_machines:
+        shared, owners = machine_fit_parameters(corpus.rows.subset(train), labels[train])
+        fitted = fit(corpus.costs.subset(train), shared, machines=owners)
+        for machine in own_machines:
+            own = (fitted.machine_efficiencies[owners.names.index(machine)]
+                   if fitted.machine_efficiencies else fitted.efficiency)
+            fits.append((target & (labels == machine), replace(fitted, efficiency=own)))
+    pooled = [machine for machine in machines if machine not in trained]
+    if pooled:
+        notes.append(f"step: no other step of {' or '.join(pooled)}; fixed times pooled "
+                     "over the other machines")
+        fits.append((target & np.isin(labels, pooled), _fit(corpus, train)))
+    return fits
 
 
 def _transferred(corpus: Corpus, target: np.ndarray) -> tuple[np.ndarray, str]:

@@ -90,13 +90,13 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
         E2E_KINDS,
         error_summary,
         fit,
-        informed_parameters,
         predict,
         profile_prediction,
         row_costs,
         split_halves,
     )
     from rooftui.core.hardware import load_gpu
+    from rooftui.core.informed import informed_parameters
     from rooftui.sweeps.measured import gpu_matches, read_measured_paths, to_measurements
 
     spec = load_gpu(gpu)

@@ -87,6 +87,19 @@ def test_the_explained_parts_add_up_to_the_held_out_error(left_out):
         assert parts[RESIDUAL_PART] >= 0
 
 
+def test_a_held_out_step_dataset_takes_its_own_machines_fixed_times(left_out):
+    """Splitwise's DGX-A100 and DGX-H100 hosts add different fixed times to a step, growing
+    with the TP degree: each held-out step dataset is predicted with the fixed times of
+    its own machine (GPU and engine), fitted on that machine's other datasets beside
+    efficiencies shared by all, and the decode steps meet the issue's 15 % target."""
+    corpus, results = left_out
+    steps = [r for r in results if corpus.kind_group[r.rows[0]] == "step"]
+    assert len(steps) == 15
+    assert not any(r.notes for r in steps)  # every machine has other step datasets
+    decode = holdout_summary(corpus, results)["step phase"]["decode step"]
+    assert decode["datasets"] == 8 and decode["mape"] <= 0.15, decode
+
+
 def test_a_group_with_nothing_to_fit_on_is_predicted_by_the_transfer_rule(measured):
     report = json.loads(run_sweep(
         "validate", "--measured", measured / "llmcompass-a100-matmul-fp16.csv",

@@ -12,7 +12,6 @@ from rooftui.core.calibration import (
     KINDS,
     error_summary,
     fit,
-    informed_parameters,
     predict,
     row_costs,
     split_halves,
@@ -20,6 +19,7 @@ from rooftui.core.calibration import (
 from rooftui.core.efficiency import Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
+from rooftui.core.informed import informed_parameters
 from rooftui.core.model import load_model
 from rooftui.core.point import PointConfig, evaluate_point
 from rooftui.sweeps.measured import read_calibration_csv, to_measurements

@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.calibration import KINDS, fit, informed_parameters, predict, row_costs
+from rooftui.core.calibration import KINDS, fit, predict, row_costs
 from rooftui.core.efficiency import Efficiency, efficiency_from_dict
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
+from rooftui.core.informed import informed_parameters
 from rooftui.core.model import ModelArrays, load_model
 from rooftui.core.step import evaluate_step
 from rooftui.core.tables import GPUTable, dtype_code, gather_step_inputs

@@ -9,19 +9,12 @@ import numpy as np
 import pytest
 
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.calibration import (
-    AT_BOUND,
-    E2E_KINDS,
-    at_bound,
-    fit,
-    informed_parameters,
-    predict,
-    row_costs,
-)
+from rooftui.core.calibration import AT_BOUND, E2E_KINDS, at_bound, fit, predict, row_costs
 from rooftui.core.dtypes import BYTES_PER_ELEMENT
 from rooftui.core.efficiency import DtypeEfficiency, Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
+from rooftui.core.informed import informed_parameters
 from rooftui.core.tables import dtype_code
 from rooftui.sweeps.measured import (
     COLUMNS,

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.calibration import TIMERS, fit, informed_parameters, predict, row_costs
+from rooftui.core.calibration import TIMERS, fit, predict, row_costs
 from rooftui.core.efficiency import Efficiency
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
+from rooftui.core.informed import informed_parameters
 from rooftui.sweeps.measured import read_calibration_csv, to_measurements
 
 H100 = load_gpu("h100-sxm")

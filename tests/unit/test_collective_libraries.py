@@ -13,14 +13,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from rooftui.core.assumptions import Assumptions, assumptions_from_dict, load_profile
-from rooftui.core.calibration import (
-    KINDS,
-    Measurements,
-    fit,
-    informed_parameters,
-    predict,
-    row_costs,
-)
+from rooftui.core.calibration import KINDS, Measurements, fit, predict, row_costs
 from rooftui.core.efficiency import (
     COLLECTIVE_PARAMETERS,
     COLLECTIVE_TABLES,
@@ -29,6 +22,7 @@ from rooftui.core.efficiency import (
 )
 from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
+from rooftui.core.informed import informed_parameters
 from rooftui.core.model import load_model
 from rooftui.core.point import PointConfig, evaluate_point
 from tests.conftest import sweep, sweep_json
