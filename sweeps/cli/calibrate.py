@@ -98,10 +98,11 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
     from rooftui.core.hardware import load_gpu
     from rooftui.core.informed import informed_parameters
     from rooftui.sweeps.measured import gpu_matches, read_measured_paths, to_measurements
+    from rooftui.sweeps.validation import dataset_engine
 
     spec = load_gpu(gpu)
     start = load_profile(base)
-    chosen, sources, end_to_end = [], {}, 0
+    chosen, sources, end_to_end, step_engines = [], {}, 0, {}
     for conversion in read_measured_paths(list(measured)):
         for dataset in conversion.datasets:
             if datasets and not any(t.lower() in dataset.name.lower() for t in datasets):
@@ -113,8 +114,15 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
             if rows:
                 chosen.extend(rows)
                 sources[dataset.name] = dataset.source
+                if any(row["kind"] == "step" for row in rows):
+                    step_engines.setdefault(dataset_engine(dataset), []).append(dataset.name)
     skipped = ([f"{end_to_end:,} end-to-end rows: e2e rows are fitted by replay through the "
                 "simulator, not by this closed-form fit"] if end_to_end else [])
+    # one profile holds one step overhead: an engine's host sets its own
+    notes = ([f"steps of {len(step_engines)} engines ({', '.join(sorted(step_engines))}) "
+              "share one set of fixed times in this profile; each engine's host sets its "
+              "own, so calibrate each engine's datasets apart (--dataset)"]
+             if len(step_engines) > 1 else [])
     if not chosen:
         which = f"gpu {rows_gpu!r}" if rows_gpu else f"GPU {gpu}"
         raise click.UsageError(
@@ -166,7 +174,7 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
                                "fitted": list(result.fitted), "parameters": parameters,
                                "at_bound": list(result.at_bound),
                                "rms_log_error": result.rms_log_error, "datasets": quality,
-                               "skipped": skipped,
+                               "skipped": skipped, "notes": notes,
                                "profile": str(written) if written else None,
                                "command": command},
                               {"profile": "no --out given"}))
@@ -174,6 +182,8 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
     click.echo(render_fit(result, quality, base, len(rows), gpu))
     for line in skipped:
         click.echo(f"left out: {line}")
+    for line in notes:
+        click.echo(f"note: {line}")
     if written:
         click.echo(f"\nprofile: {written}  (use it as --profile {written})")
 

@@ -123,6 +123,22 @@ def test_a_fit_at_a_bound_is_flagged_in_text_json_and_profile(tmp_path: Path):
     assert "gemm_mbu" in tomllib.loads(profile.read_text())["calibration"]["at_bound"]
 
 
+def test_steps_of_two_engines_in_one_profile_are_noted(tmp_path: Path):
+    """An engine's host sets its own step overheads: one profile fitted on two engines'
+    steps says so, and one engine's steps say nothing."""
+    rows = [{**row, "engine": "vllm" if "8b" in row["dataset"] else "sglang"}
+            for row in timed(step_rows(), KERNELS.with_values(OVERHEADS))]
+    both = csv_file(tmp_path / "both.csv", rows)
+    report = json.loads(run_sweep("calibrate", "--measured", both, "--gpu", "h100-sxm",
+                                  "--json"))
+    (note,) = report["notes"]
+    assert "steps of 2 engines (sglang, vllm) share one set of fixed times" in note
+    assert f"note: {note}" in run_sweep("calibrate", "--measured", both, "--gpu", "h100-sxm")
+    one = csv_file(tmp_path / "one.csv", [r for r in rows if r["engine"] == "vllm"])
+    assert json.loads(run_sweep("calibrate", "--measured", one, "--gpu", "h100-sxm",
+                                "--json"))["notes"] == []
+
+
 def test_end_to_end_rows_are_left_out_with_a_reason(tmp_path: Path):
     run = {"kind": "e2e_tpot", "gpu": "h100-sxm", "model": "llama-3-8b", "isl": 1024.0,
            "osl": 128.0, "concurrency": 8.0, "time_s": 0.01, "dataset": "runs"}
