@@ -454,26 +454,36 @@ class Fit:
     # fitted parameters that ended at (or within AT_BOUND of) a bound of their range:
     # the data pull them further than the model allows, so the form is missing something
     at_bound: tuple[str, ...] = ()
-    # with `Machines`: each machine's efficiency (its own fixed times, the rest shared)
+    # with `Machines`: each machine's efficiency (its own fixed times, the rest shared),
+    # in the order of `Machines.names`; `efficiency` is then the first machine's, and a
+    # machine's own parameter at a bound is named "machine: parameter" in `at_bound`
     machine_efficiencies: tuple[Efficiency, ...] = ()
 
 
 @dataclass(frozen=True)
 class Machines:
     """Which machine (a GPU type under one engine) ran each row, for a fit whose fixed
-    times are each machine's own (`MACHINE_PARAMETERS`): `code` indexes `names` and
-    `free`, each machine's own parameters to fit (`informed.machine_fit_parameters`)."""
+    times are each machine's own (`informed.MACHINE_PARAMETERS`): `code` (one per row)
+    indexes `names` and `own`, each machine's own parameters to fit
+    (`informed.machine_fit_parameters`)."""
 
     code: np.ndarray
     names: tuple[str, ...]
-    free: tuple[tuple[str, ...], ...]
+    own: tuple[tuple[str, ...], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.names) != len(self.own):
+            raise SpecError(f"{len(self.names)} machines but {len(self.own)} lists of "
+                            "their own parameters")
+        if len(self.code) and (self.code.min() < 0 or self.code.max() >= len(self.names)):
+            raise SpecError(f"a row's machine code is outside 0-{len(self.names) - 1}")
 
     @classmethod
     def one(cls, count: int) -> Machines:
         return cls(np.zeros(count, dtype=np.int64), ("",), ((),))
 
     def owns(self, name: str) -> bool:
-        return any(name in own for own in self.free)
+        return any(name in own for own in self.own)
 
 
 def _tied_library(costs: RowCosts, free: list[str]) -> str | None:
@@ -491,16 +501,16 @@ def _tied_library(costs: RowCosts, free: list[str]) -> str | None:
 
 
 def _is_fraction(name: str) -> bool:
-    return name == "mbu" or PARAMETERS[parameter_name(name)][0] == "fraction"
+    return name == "mbu" or PARAMETERS[_parameter(name)][0] == "fraction"
 
 
-def parameter_name(name: str) -> str:
+def _parameter(name: str) -> str:
     """`gemm_mfu` of `fp8.gemm_mfu`: a dtype's own value has the base one's range."""
     return name.rpartition(".")[2]
 
 
 def _typical(name: str) -> float:
-    return TYPICAL[parameter_name(name)]
+    return TYPICAL[_parameter(name)]
 
 
 def _encode(name: str, value: float) -> float:
@@ -527,11 +537,16 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
         mbu: float = 1.0, mfu: float = 1.0, overlap: str = "parts",
         max_iterations: int = 200, machines: Machines | None = None) -> Fit:
     """Least squares on log time over the `free` parameters, the rest held at `start`.
-    With `machines`, each machine's own fixed times (`Machines.free`) are fitted for its
-    rows alone and every other parameter is shared: `Fit.machine_efficiencies`."""
+    With `machines`, each machine's own fixed times (`Machines.own`, whether `free` names
+    them or not) are fitted for its rows alone and the rest of `free` is shared
+    (`Fit.machine_efficiencies`); a name some machine owns is not shared: a machine that
+    does not own it keeps its starting value (for it, one number with its other fixed
+    times)."""
     machines = machines or Machines.one(len(costs.time_s))
+    if len(machines.code) != len(costs.time_s):
+        raise SpecError(f"{len(machines.code)} machine codes for {len(costs.time_s)} rows")
     shared = [name for name in free if not machines.owns(name)]
-    free = list(dict.fromkeys([*shared, *(name for own in machines.free for name in own)]))
+    free = list(dict.fromkeys([*shared, *(name for own in machines.own for name in own)]))
     unknown = sorted(set(free) - set(FIT_PARAMETERS))
     if unknown:
         raise SpecError(f"cannot fit {', '.join(unknown)}: parameters are "
@@ -541,18 +556,18 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
     log_measured = np.log(costs.time_s)
     start = start or Efficiency()
     fixed = {"mbu": mbu, **{name: start.value(name) for name in FIT_PARAMETERS[1:]}}
-    layout = shared + [name for own in machines.free for name in own]
-    members = [np.flatnonzero(machines.code == code) for code in range(len(machines.free))]
-    parts = [costs if len(machines.free) == 1 else costs.subset(rows) for rows in members]
+    layout = shared + [name for own in machines.own for name in own]
+    members = [np.flatnonzero(machines.code == code) for code in range(len(machines.own))]
+    parts = [costs if len(machines.own) == 1 else costs.subset(rows) for rows in members]
 
     tied = _tied_library(costs, free)
 
     def unpack(vector):
-        values = {name: _decode(name, x) for name, x in zip(layout, vector, strict=True)}
-        profile_mbu = values.pop("mbu", mbu)
-        common = {name: values[name] for name in shared if name != "mbu"}
+        common = {name: _decode(name, x)
+                  for name, x in zip(shared, vector[:len(shared)], strict=True)}
+        profile_mbu = common.pop("mbu", mbu)
         efficiencies, offset = [], len(shared)
-        for own in machines.free:
+        for own in machines.own:
             efficiency = start.with_values({**common, **{
                 name: _decode(name, x) for name, x in zip(
                     own, vector[offset:offset + len(own)], strict=True)}})
@@ -566,10 +581,7 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
 
     def predicted_under(vector, smoothing=None):
         efficiencies, profile_mbu = unpack(vector)
-        if len(parts) == 1:
-            return predict(costs, efficiencies[0], mfu=mfu, mbu=profile_mbu,
-                           overlap=overlap, smoothing=smoothing)
-        predicted = np.empty(len(costs.time_s))
+        predicted = np.full(len(costs.time_s), np.nan)
         for rows, part, efficiency in zip(members, parts, efficiencies, strict=True):
             predicted[rows] = predict(part, efficiency, mfu=mfu, mbu=profile_mbu,
                                       overlap=overlap, smoothing=smoothing)
@@ -602,7 +614,7 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
     bounded = tuple(name for name in shared if at_bound(
         name, profile_mbu if name == "mbu" else efficiencies[0].value(name)))
     bounded += tuple(f"{machines.names[code]}: {name}"
-                     for code, own in enumerate(machines.free) for name in own
+                     for code, own in enumerate(machines.own) for name in own
                      if at_bound(name, efficiencies[code].value(name)))
     return Fit(efficiency=efficiencies[0], mbu=profile_mbu, fitted=tuple(free),
                rms_log_error=rms, iterations=iterations, at_bound=bounded,

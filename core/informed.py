@@ -16,7 +16,6 @@ from rooftui.core.calibration import (
     TIMERS,
     Machines,
     Measurements,
-    parameter_name,
 )
 from rooftui.core.efficiency import (
     COLLECTIVE_PARAMETERS,
@@ -52,6 +51,7 @@ COMPUTE_BOUND_TOKENS = 256
 # wait for each other at every all-reduce): a machine's own in a fit over several
 # (`machine_fit_parameters`), in the order a machine's steps inform them
 MACHINE_PARAMETERS = ("step_overhead_s", "allreduce_overhead_s", "allreduce_peer_overhead_s")
+
 
 def informed_parameters(rows: Measurements, collective_library: str = "") -> list[str]:
     """The parameters these rows can tell apart from the others.
@@ -172,23 +172,24 @@ def machine_fit_parameters(rows: Measurements, labels: np.ndarray
     each machine's own: its step overhead; the all-reduce's fixed time where some of its
     steps have no all-reduce (tensor-parallel degree 1) and some have (else a model pays
     the same number of all-reduces every step, one number with the step overhead); the
-    time per peer where its steps span two degrees above 1."""
+    time per peer where its steps span two degrees above 1. The fixed times of the
+    collective libraries' tables (`nccl.allreduce_overhead_s`, ...: all-reduce kernels')
+    stay shared."""
     names = tuple(dict.fromkeys(labels.tolist()))
     code = np.array([names.index(label) for label in labels.tolist()], dtype=np.int64)
     steps = rows.kind == KINDS.index("step")
-    own, deep = [], False
+    own, depths_vary = [], False
     for index in range(len(names)):
         mine = steps & (code == index)
         degrees = set(np.unique(rows.tp[mine]).tolist())
-        split = degrees - {1.0}
+        parallel_degrees = degrees - {1.0}
         own.append(tuple(name for name, informed in zip(MACHINE_PARAMETERS, (
-            bool(degrees), bool(split) and 1.0 in degrees, len(split) >= 2),
-            strict=True) if informed))
-        deep |= len({rows.models[m].num_hidden_layers
-                     for m in np.unique(rows.model[mine])}) > 1
-    shared = [name for name in informed_parameters(rows)
-              if parameter_name(name) not in MACHINE_PARAMETERS
-              and (deep or name != "layer_overhead_s")]
+            bool(degrees), bool(parallel_degrees) and 1.0 in degrees,
+            len(parallel_degrees) >= 2), strict=True) if informed))
+        depths_vary |= len({rows.models[m].num_hidden_layers
+                            for m in np.unique(rows.model[mine])}) > 1
+    shared = [name for name in informed_parameters(rows) if name not in MACHINE_PARAMETERS
+              and (depths_vary or name != "layer_overhead_s")]
     return shared, Machines(code, names, tuple(own))
 
 
@@ -209,7 +210,6 @@ def _prompt_heads_varied(rows: Measurements, prefill: np.ndarray) -> np.ndarray:
 def _library_names(code: int, names: tuple[str, ...]) -> set[str]:
     """`names` as the table of collective library `code` holds them (0: the base)."""
     return {f"{COLLECTIVE_TABLES[code - 1]}.{name}" if code else name for name in names}
-
 
 
 def _kv_table(code: int) -> str | None:

@@ -342,7 +342,8 @@ class HeldOut:
 
 def hold_out(corpus: Corpus, holdout: str, explain: bool = False) -> list[HeldOut]:
     """For each group, per kind group of its rows: fit on every row of that kind group
-    outside the group, predict the group's rows. A kind with nothing outside the group is
+    outside the group, predict the group's rows (steps with each machine's own fixed
+    times, `_fits_per_machine`). A kind with nothing outside the group is
     predicted by the transfer rule (`core.assumptions.calibrated_profile`) when that
     profile was fitted on none of the group's data, else by the ideal roofline."""
     keys = group_keys(corpus, holdout)
@@ -403,11 +404,19 @@ def _fits_per_machine(corpus: Corpus, train: np.ndarray, target: np.ndarray,
                       notes: list[str]) -> list[tuple[np.ndarray, Fit]]:
     """Step fits whose fixed times are each machine's own (`machine_fit_parameters`):
     each of the target's machines with steps in the training rows is predicted with its
-    own, the others by a fit pooled over every machine (a note names them)."""
+    own, the others by a fit pooled over every machine (a note names them). A machine
+    whose training steps have no all-reduce (TP 1) while its target's have is pooled too:
+    its own fit would price their all-reduces at no fixed time."""
     labels = machine_labels(corpus)
-    trained = set(labels[train])
+    split = corpus.rows.tp > 1
     machines = list(dict.fromkeys(labels[target]))
-    fits, own_machines = [], [machine for machine in machines if machine in trained]
+    untrained = {machine: "no other step" for machine in machines
+                 if not (train & (labels == machine)).any()}
+    untrained.update({machine: "no other step with all-reduces" for machine in machines
+                      if machine not in untrained
+                      and (target & split & (labels == machine)).any()
+                      and not (train & split & (labels == machine)).any()})
+    fits, own_machines = [], [machine for machine in machines if machine not in untrained]
     if own_machines:
         shared, owners = machine_fit_parameters(corpus.rows.subset(train), labels[train])
         fitted = fit(corpus.costs.subset(train), shared, machines=owners)
@@ -415,11 +424,10 @@ def _fits_per_machine(corpus: Corpus, train: np.ndarray, target: np.ndarray,
             own = (fitted.machine_efficiencies[owners.names.index(machine)]
                    if fitted.machine_efficiencies else fitted.efficiency)
             fits.append((target & (labels == machine), replace(fitted, efficiency=own)))
-    pooled = [machine for machine in machines if machine not in trained]
-    if pooled:
-        notes.append(f"step: no other step of {' or '.join(pooled)}; fixed times pooled "
-                     "over the other machines")
-        fits.append((target & np.isin(labels, pooled), _fit(corpus, train)))
+    if untrained:
+        reasons = "; ".join(f"{reason} of {machine}" for machine, reason in untrained.items())
+        notes.append(f"step: {reasons}; fixed times pooled over the other machines")
+        fits.append((target & np.isin(labels, list(untrained)), _fit(corpus, train)))
     return fits
 
 

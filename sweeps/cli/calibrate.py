@@ -102,7 +102,7 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
 
     spec = load_gpu(gpu)
     start = load_profile(base)
-    chosen, sources, end_to_end, step_engines = [], {}, 0, {}
+    chosen, sources, end_to_end, step_engines = [], {}, 0, set()
     for conversion in read_measured_paths(list(measured)):
         for dataset in conversion.datasets:
             if datasets and not any(t.lower() in dataset.name.lower() for t in datasets):
@@ -115,7 +115,7 @@ def calibrate(measured, gpu, rows_gpu, datasets, half, fit_names, base, out, des
                 chosen.extend(rows)
                 sources[dataset.name] = dataset.source
                 if any(row["kind"] == "step" for row in rows):
-                    step_engines.setdefault(dataset_engine(dataset), []).append(dataset.name)
+                    step_engines.add(dataset_engine(dataset))
     skipped = ([f"{end_to_end:,} end-to-end rows: e2e rows are fitted by replay through the "
                 "simulator, not by this closed-form fit"] if end_to_end else [])
     # one profile holds one step overhead: an engine's host sets its own

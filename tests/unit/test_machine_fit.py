@@ -3,7 +3,7 @@ efficiencies shared, and a fit recovers both from synthetic steps made that way.
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import numpy as np
 import pytest
@@ -11,9 +11,11 @@ import pytest
 from rooftui.core.assumptions import Assumptions
 from rooftui.core.calibration import Machines, RowCosts, fit, predict, row_costs
 from rooftui.core.efficiency import Efficiency
+from rooftui.core.errors import SpecError
 from rooftui.core.hardware import load_gpu
 from rooftui.core.informed import informed_parameters, machine_fit_parameters
-from rooftui.sweeps.measured import to_measurements
+from rooftui.sweeps.measured import read_measured_paths, to_measurements, write_calibration_csv
+from rooftui.sweeps.validation import build_corpus, hold_out
 
 SHARED = {"gemm_mfu": 0.7, "gemm_mbu": 0.85, "attention_mbu": 0.6, "attention_mfu": 0.4,
           "interconnect_efficiency": 0.5}
@@ -55,8 +57,7 @@ def machine_corpus():
     measurements = to_measurements(rows, sorted({row["dataset"] for row in rows}))
     merged = RowCosts(**{f.name: np.concatenate([getattr(c, f.name) for c in costs])
                          for f in fields(RowCosts)})
-    merged = RowCosts(**{**{f.name: getattr(merged, f.name) for f in fields(RowCosts)},
-                         "dataset": measurements.dataset})
+    merged = replace(merged, dataset=measurements.dataset)
     labels = np.array([row["gpu"] for row in rows])
     return measurements, merged, labels
 
@@ -74,7 +75,7 @@ def test_each_machine_owns_the_fixed_times_its_steps_tell_apart():
     assert machines.names == ("h100", "h200", "a100")
     # one degree: no time per peer; every step with all-reduces (a model pays the same
     # number each step): their fixed time is one number with the step's
-    assert machines.free == (("step_overhead_s",),
+    assert machines.own == (("step_overhead_s",),
                              ("step_overhead_s", "allreduce_peer_overhead_s"),
                              ("step_overhead_s", "allreduce_overhead_s",
                               "allreduce_peer_overhead_s"))
@@ -102,14 +103,45 @@ def test_one_set_of_fixed_times_cannot_fit_both_machines():
     assert pooled.rms_log_error > 0.03
 
 
-def test_one_machine_is_the_plain_fit():
-    rows = to_measurements(step_rows("h100-sxm"))
-    costs = _costs(step_rows("h100-sxm"), "h100-sxm")
-    truth = Efficiency().with_values({**SHARED, **OWN["h100-sxm"]})
-    costs = RowCosts(**{**{f.name: getattr(costs, f.name) for f in fields(RowCosts)},
-                        "time_s": predict(costs, truth)})
+def test_machines_owning_nothing_fit_as_one():
+    """Rows split between two machines that own no parameter: the split prediction is
+    the plain fit's."""
+    rows, costs, _ = machine_corpus()
     free = informed_parameters(rows)
     plain = fit(costs, free)
-    single = fit(costs, free, machines=Machines.one(len(rows)))
-    assert plain == single
+    split = fit(costs, free, machines=Machines(
+        (np.arange(len(rows)) % 2).astype(np.int64), ("even", "odd"), ((), ())))
+    assert split.efficiency == plain.efficiency
+    assert split.machine_efficiencies == (plain.efficiency, plain.efficiency)
+    assert split.rms_log_error == pytest.approx(plain.rms_log_error, rel=1e-9)
     assert plain.machine_efficiencies == ()
+
+
+def test_machines_must_match_their_rows():
+    with pytest.raises(SpecError, match="machines but"):
+        Machines(np.zeros(3, dtype=np.int64), ("a", "b"), ((),))
+    with pytest.raises(SpecError, match="outside 0-1"):
+        Machines(np.array([0, 2]), ("a", "b"), ((), ()))
+    rows, costs, _ = machine_corpus()
+    with pytest.raises(SpecError, match="machine codes for"):
+        fit(costs, ["gemm_mbu"], machines=Machines.one(3))
+
+
+def test_a_held_out_machine_without_all_reduces_to_learn_from_is_pooled(tmp_path):
+    """Held out, a machine's TP2 steps are not predicted from its TP1 steps alone (no
+    all-reduce there to price theirs): they take the pooled fit, and say so."""
+    rows = []
+    for gpu, engine, degrees in (("h100-sxm", "x", (1, 2)), ("a100-80gb", "y", (1, 2, 4))):
+        truth = Efficiency().with_values({**SHARED, **OWN["h100-sxm"]})
+        for tp in degrees:
+            mine = [{**row, "engine": engine, "dataset": f"{engine} tp{tp}"}
+                    for row in step_rows(gpu, (tp,))]
+            seconds = predict(_costs(mine, gpu), truth)
+            rows += [{**row, "time_s": float(t)} for row, t in zip(mine, seconds, strict=True)]
+    path = tmp_path / "steps.csv"
+    write_calibration_csv(rows, path)
+    corpus, _ = build_corpus(read_measured_paths([path]))
+    notes = {result.group: result.notes for result in hold_out(corpus, "dataset")}
+    assert notes["x tp2"] == ["step: no other step with all-reduces of h100-sxm under x; "
+                              "fixed times pooled over the other machines"]
+    assert all(not notes[name] for name in ("x tp1", "y tp1", "y tp2", "y tp4"))
