@@ -542,6 +542,7 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
     (`Fit.machine_efficiencies`); a name some machine owns is not shared: a machine that
     does not own it keeps its starting value (for it, one number with its other fixed
     times)."""
+    given = machines is not None
     machines = machines or Machines.one(len(costs.time_s))
     if len(machines.code) != len(costs.time_s):
         raise SpecError(f"{len(machines.code)} machine codes for {len(costs.time_s)} rows")
@@ -618,7 +619,7 @@ def fit(costs: RowCosts, free: list[str], start: Efficiency | None = None,
                      if at_bound(name, efficiencies[code].value(name)))
     return Fit(efficiency=efficiencies[0], mbu=profile_mbu, fitted=tuple(free),
                rms_log_error=rms, iterations=iterations, at_bound=bounded,
-               machine_efficiencies=tuple(efficiencies) if len(efficiencies) > 1 else ())
+               machine_efficiencies=tuple(efficiencies) if given else ())
 
 
 def _rounded(efficiency: Efficiency) -> Efficiency:

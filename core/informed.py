@@ -175,8 +175,11 @@ def machine_fit_parameters(rows: Measurements, labels: np.ndarray
     time per peer where its steps span two degrees above 1. The fixed times of the
     collective libraries' tables (`nccl.allreduce_overhead_s`, ...: all-reduce kernels')
     stay shared."""
-    names = tuple(dict.fromkeys(labels.tolist()))
-    code = np.array([names.index(label) for label in labels.tolist()], dtype=np.int64)
+    # machines in order of first appearance, each row's index among them
+    distinct, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    names = tuple(distinct[order].tolist())
+    code = np.argsort(order)[inverse].astype(np.int64)
     steps = rows.kind == KINDS.index("step")
     own, depths_vary = [], False
     for index in range(len(names)):

@@ -421,8 +421,7 @@ def _fits_per_machine(corpus: Corpus, train: np.ndarray, target: np.ndarray,
         shared, owners = machine_fit_parameters(corpus.rows.subset(train), labels[train])
         fitted = fit(corpus.costs.subset(train), shared, machines=owners)
         for machine in own_machines:
-            own = (fitted.machine_efficiencies[owners.names.index(machine)]
-                   if fitted.machine_efficiencies else fitted.efficiency)
+            own = fitted.machine_efficiencies[owners.names.index(machine)]
             fits.append((target & (labels == machine), replace(fitted, efficiency=own)))
     if untrained:
         reasons = "; ".join(f"{reason} of {machine}" for machine, reason in untrained.items())
