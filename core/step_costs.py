@@ -4,13 +4,14 @@ evaluate_step calls: see `StepCosts`."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 
 import numpy as np
 
 from rooftui.core.assumptions import Assumptions
-from rooftui.core.efficiency import has_host_floor
+from rooftui.core.efficiency import Efficiency, has_host_floor
 from rooftui.core.errors import SpecError
 from rooftui.core.step import LINK_PARTS, PARTS, StepInputs, evaluate_step, part_timing
 
@@ -92,27 +93,9 @@ class StepCosts:
         self._decode_flops_array = np.array(self.decode_flops)
         self._decode_bytes_array = np.array(self.decode_bytes)
         self._fit_context_slopes()
-        # a calibrated profile's efficiencies and overheads (None and 0 when ideal), and
-        # per part the bulk all-reduce protocol's timing where it has two (else None)
-        timing = part_timing(inputs, assumptions)
-        self.timing = None if timing is None else tuple(timing[0][p] for p in self.parts)
-        self.fixed_s = 0.0 if timing is None else timing[1]
-        self.bulk = ((None,) * len(self.parts) if self.timing is None
-                     else tuple(t.bulk for t in self.timing))
-        # whether a prompt chunk pays fixed times (the prompt's per-query-head ones)
-        self.prompts_pay = self.timing is not None and any(
-            t.bytes_per_prompt for t in self.timing)
-        # an overlapping scheduler's host time per step and per sequence: the least a
-        # step takes (`efficiency.host_time`)
-        efficiency = assumptions.step_efficiency
-        self.host = has_host_floor(efficiency)
-        self.host_step_s = efficiency.host_step_s
-        self.host_sequence_s = efficiency.host_sequence_s
-        self._terms = tuple(zip(self.decode_flops, self.below_flops, self.above_flops,
-                                self.decode_bytes, self.below_bytes, self.above_bytes,
-                                self.links, self.bulk, strict=True))
         self._fit_chunks()
         self._fit_weight_bytes()
+        self._time_parts()
         # KV capacity per GPU: the memory the weights and the reserve leave, over one
         # more cached token's bytes on this GPU (every layer, as a paged cache holds it)
         memory = self._evaluate(batch=1.0, context=np.array([0.0, 1.0]))
@@ -165,12 +148,51 @@ class StepCosts:
             flops = [_quadratic(chunk[f"{p}_flops"][rows].tolist()) for p in self.parts]
             nbytes = [_quadratic(chunk[f"{p}_bytes"][rows].tolist()) for p in self.parts]
             self.chunk_regimes.append((n0, c0, flops, nbytes))
-        # what `time` needs, per part: each regime's quadratics
         self._chunk_origins = [(n0, c0) for n0, c0, _, _ in self.chunk_regimes]
+
+    def _time_parts(self) -> None:
+        """What the profile's efficiency adds to the parts' FLOPs and bytes (its fixed
+        times, fractions of the peaks and host floor), and what `time` reads per part."""
+        # a calibrated profile's efficiencies and overheads (None and 0 when ideal), and
+        # per part the bulk all-reduce protocol's timing where it has two (else None)
+        timing = part_timing(self.inputs, self.assumptions)
+        self.timing = None if timing is None else tuple(timing[0][p] for p in self.parts)
+        self.fixed_s = 0.0 if timing is None else timing[1]
+        self.bulk = ((None,) * len(self.parts) if self.timing is None
+                     else tuple(t.bulk for t in self.timing))
+        # whether a prompt chunk pays fixed times (the prompt's per-query-head ones)
+        self.prompts_pay = self.timing is not None and any(
+            t.bytes_per_prompt for t in self.timing)
+        # an overlapping scheduler's host time per step and per sequence: the least a
+        # step takes (`efficiency.host_time`)
+        efficiency = self.assumptions.step_efficiency
+        self.host = has_host_floor(efficiency)
+        self.host_step_s = efficiency.host_step_s
+        self.host_sequence_s = efficiency.host_sequence_s
+        # per part: its decode tables and slopes, link or not, bulk protocol, and each
+        # chunk regime's quadratics
         self._terms = tuple(
             (*terms, [flops[p] for _, _, flops, _ in self.chunk_regimes],
              [nbytes[p] for _, _, _, nbytes in self.chunk_regimes])
-            for p, terms in enumerate(self._terms))
+            for p, terms in enumerate(zip(
+                self.decode_flops, self.below_flops, self.above_flops, self.decode_bytes,
+                self.below_bytes, self.above_bytes, self.links, self.bulk, strict=True)))
+        # decode steps remembered at this timing (`remember_decode_times`)
+        self._decode_times: dict[int, float] = {}
+        self.remembers_decode_times = False
+
+    def with_efficiency(self, efficiency: Efficiency) -> StepCosts:
+        """These costs under another efficiency (fixed times, fractions of the peaks, host
+        floor; `Assumptions.efficiency`): the FLOPs and bytes of every step shape are the
+        same, so only the timing is redone (and checked against the core again), not the
+        tables. A fit's replays (one configuration at many overheads) share them."""
+        if efficiency == self.assumptions.efficiency:
+            return self
+        costs = copy.copy(self)
+        costs.assumptions = replace(self.assumptions, efficiency=efficiency)
+        costs._time_parts()
+        costs._check_against_core()
+        return costs
 
     def _fit_weight_bytes(self) -> None:
         """GEMM bytes as a function of the step's tokens: constant for dense models."""
@@ -178,8 +200,6 @@ class StepCosts:
         read = self._evaluate(batch=tokens)["gemm_bytes"].tolist()
         self._constant_weight_bytes = read[0] if len(set(read)) == 1 else None
         self._weight_bytes_memo: dict[int, float] = {}
-        self._decode_times: dict[int, float] = {}
-        self.remembers_decode_times = False
 
     def remember_decode_times(self) -> None:
         """From now on the simulator times decode-only steps through `decode_time`: worth

@@ -95,6 +95,7 @@ from rooftui.core.scheduler import (
     summarize,
 )
 from rooftui.core.sessions import SessionRequests
+from rooftui.core.step_costs import StepCosts
 from rooftui.core.workloads import Requests
 from rooftui.sweeps.bench_results import Run
 
@@ -288,11 +289,26 @@ def _config(target: Target, assumptions: Assumptions, memory_fraction: float) ->
         compute_dtype=config.resolved_compute_dtype))
 
 
-def _step_coefficients(config: PointConfig) -> np.ndarray:
+def _without_overheads(assumptions: Assumptions) -> Assumptions:
+    """`assumptions` with no engine overhead and no host floor."""
+    return replace(assumptions, efficiency=replace(
+        assumptions.efficiency, host_step_s=0.0, host_sequence_s=0.0,
+        **dict.fromkeys(OVERHEADS, 0.0)))
+
+
+def _step_coefficients(target: Target, assumptions: Assumptions,
+                       memory_fraction: float) -> np.ndarray:
     """How much one step's time grows per second of each overhead (exactly linear), as
-    its GPU time: without the host floor, whose held steps `_slopes` leaves out."""
-    config = config.with_changes(assumptions=replace(config.assumptions, efficiency=replace(
-        config.assumptions.efficiency, host_step_s=0.0, host_sequence_s=0.0)))
+    its GPU time: without the host floor, whose held steps `_slopes` leaves out. Taken at
+    no overheads, so a fit's replays (one run at many overheads) share one evaluation."""
+    return _coefficients_at_no_overheads(target, _without_overheads(assumptions),
+                                         memory_fraction).copy()
+
+
+@functools.lru_cache(maxsize=1024)
+def _coefficients_at_no_overheads(target: Target, assumptions: Assumptions,
+                                  memory_fraction: float) -> np.ndarray:
+    config = _config(target, assumptions, memory_fraction)
     base = evaluate_point(config)["step_time_s"]
     coefficients = []
     for name in STEP_OVERHEADS:
@@ -302,6 +318,32 @@ def _step_coefficients(config: PointConfig) -> np.ndarray:
                                                          efficiency=efficiency))
         coefficients.append(round((evaluate_point(bumped)["step_time_s"] - base) / 1e-3, 6))
     return np.array([*coefficients, 0.0])
+
+
+def _step_costs(target: Target, assumptions: Assumptions, memory_fraction: float,
+                max_batch: int) -> StepCosts:
+    """The run's step times. A fit replays each run at one overhead after another: the
+    replays differing in their front end only (which no step pays: SGLang's fits, a
+    closed loop's two starts) share one StepCosts, and the others share its tables
+    (`StepCosts.with_efficiency`). Deterministic, so sharing cannot change a result."""
+    return _costs_without_front_end(target, replace(assumptions, efficiency=replace(
+        assumptions.efficiency, request_overhead_s=0.0)), memory_fraction, max_batch)
+
+
+# one entry per (model, GPU, TP, dtypes) of a fit's runs is enough: an entry holds the
+# step tables, a list per batch size (~1 MB at 2,048 sequences)
+@functools.lru_cache(maxsize=32)
+def _costs_at_no_overheads(target: Target, assumptions: Assumptions, memory_fraction: float,
+                           max_batch: int) -> StepCosts:
+    config = _config(target, assumptions, memory_fraction)
+    return StepCosts(config.step_inputs(), config.assumptions, max_batch)
+
+
+@functools.lru_cache(maxsize=256)  # the tables shared with `_costs_at_no_overheads`
+def _costs_without_front_end(target: Target, assumptions: Assumptions, memory_fraction: float,
+                             max_batch: int) -> StepCosts:
+    return _costs_at_no_overheads(target, _without_overheads(assumptions), memory_fraction,
+                                  max_batch).with_efficiency(assumptions.efficiency)
 
 
 def run_requests(run: Run, *, think_s: float = 0.0, spread_s: float = 0.0,
@@ -393,7 +435,8 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
                scheduling: Scheduling = Scheduling()) -> Replay:
     """Simulate one run (module doc) with `assumptions` (a kernel or engine profile)."""
     defaults = target.defaults
-    config = _config(target, assumptions, scheduling.memory_fraction or defaults.memory_fraction)
+    memory_fraction = scheduling.memory_fraction or defaults.memory_fraction
+    config = _config(target, assumptions, memory_fraction)
     policy = scheduling.policy or defaults.policy
     static = policy == "static"
     max_batch = scheduling.max_batch or (max(1, run.concurrency or 1) if static
@@ -403,11 +446,12 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
         policy=policy, max_batch=max_batch, token_budget=budget,
         kv_admission="reserve" if static else scheduling.kv_admission or defaults.kv_admission)
     front_end = 0.0 if static else assumptions.efficiency.request_overhead_s
-    inputs, scored = config.step_inputs(), measured_requests(run)
+    scored = measured_requests(run)
+    costs = _step_costs(target, assumptions, memory_fraction, scheduler.max_batch)
 
     def run_with(spread_s: float):
         requests, sessions = run_requests(run, think_s=front_end, spread_s=spread_s)
-        simulation = simulate(inputs, config.assumptions, scheduler, requests,
+        simulation = simulate(costs.inputs, config.assumptions, scheduler, requests, costs,
                               sessions=sessions, gpu_key=config.gpu.key)
         # a static batch's times are the engine's own (module doc): no front end
         return replace(simulation, front_end_s=front_end)
@@ -432,7 +476,8 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
     exact = (run.request_rate is None and not stagger and (static or front_end == 0)
              and not has_host_floor(config.assumptions.step_efficiency))
     return Replay(run, target, predicted, ttft_slope, tpot_slope,
-                  _step_coefficients(config), overheads_of(assumptions), scheduling,
+                  _step_coefficients(target, assumptions, memory_fraction),
+                  overheads_of(assumptions), scheduling,
                   static, exact, CLIENT_STARTS[stagger] if closed else None)
 
 
