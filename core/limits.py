@@ -102,6 +102,7 @@ BOUNDS: dict[str, Bound] = {
     "max_batch": Bound(1, 10**6, integer=True, unit="sequences"),
     "token_budget": Bound(1, 10**8, integer=True, unit="tokens"),
     "requests": Bound(1, 10**7, integer=True, unit="requests"),
+    "prompt_pool": Bound(0, 10**7, integer=True, unit="prompts"),
     "rate": Bound(1e-6, 10**7, unit="req/s"),
     "seed": Bound(0, 2**32 - 1, integer=True),
     "block_size": Bound(1, 10**6, integer=True, unit="tokens"),

@@ -20,9 +20,17 @@ README.md says which tool version each fixture follows):
   `warmup_request_count`, `synthetic_input_tokens_mean`, `output_tokens_mean`);
 - `aiperf`: AIPerf's `profile_export_aiperf.json`: the same metric objects,
   `input_config` nested (`endpoint.model_names`, `loadgen.concurrency`,
-  `loadgen.warmup_request_count`).
+  `loadgen.warmup_request_count`, `input.conversation.num`), written without the
+  options left at their defaults.
 Both tools send their warm-up requests first and leave them out of every statistic: a
-run keeps their count (`Run.warmup_requests`) so a replay sends them first too.
+run keeps their count (`Run.warmup_requests`) so a replay sends them first too. Both
+also draw every request's prompt at random from a small synthetic dataset (genai-perf's
+`--num-dataset-entries`, AIPerf's `--num-dataset-entries`/`--conversation-num`, 100 by
+default: `ConversationDefaults.NUM` in ai-dynamo/aiperf, "reused until benchmarking is
+complete"), so a later request repeats an earlier prompt and an engine's prefix cache
+can hit it whole: a run keeps that count (`Run.prompt_pool`) unless its prompts came
+from a file or a public dataset. vLLM's, SGLang's and GuideLLM's synthetic prompts are
+drawn afresh per request (None).
 
 genai-perf and AIPerf call TPOT "inter_token_latency" ((latency - TTFT) / (output - 1)
 per request, averaged): it is read as TPOT; their `inter_chunk_latency`, where present,
@@ -87,6 +95,9 @@ class Run:
     request_throughput: float | None = None  # requests/s
     output_throughput: float | None = None  # output tokens/s
     duration_s: float | None = None
+    # distinct prompts every request's was drawn from, uniformly at random (module doc);
+    # None: each request its own prompt, or not known
+    prompt_pool: int | None = None
 
     def summary(self) -> dict:
         """The record as plain values (`--json`), without the per-request arrays."""
@@ -101,7 +112,7 @@ class Run:
             "ttft_s": self.ttft.as_dict(), "tpot_s": self.tpot.as_dict(),
             "itl_s": self.itl.as_dict(), "request_throughput": self.request_throughput,
             "output_throughput_tokens_per_s": self.output_throughput,
-            "duration_s": self.duration_s,
+            "duration_s": self.duration_s, "prompt_pool": self.prompt_pool,
         }
 
 
@@ -313,8 +324,20 @@ def _metric(data: dict, name: str, where: str) -> Stat:
     return Stat(*(None if v is None else v * scale for v in values))
 
 
+# genai-perf's and AIPerf's synthetic datasets: --num-dataset-entries' default (module doc)
+SYNTHETIC_PROMPTS = 100
+
+
+def _prompt_pool(entries, own_prompts: bool, where: str, name: str) -> int | None:
+    """The synthetic dataset's size (module doc); None when the prompts came from a file
+    or a public dataset (`own_prompts`)."""
+    if own_prompts:
+        return None
+    return SYNTHETIC_PROMPTS if entries is None else _whole(entries, where, name)
+
+
 def _perf_run(data: dict, where: str, tool: str, model, concurrency, rate, requests,
-              warmup) -> Run:
+              warmup, prompt_pool: int | None) -> Run:
     inputs = _metric(data, "input_sequence_length", where).mean
     outputs = _metric(data, "output_sequence_length", where).mean
     if inputs is None or outputs is None:
@@ -337,7 +360,7 @@ def _perf_run(data: dict, where: str, tool: str, model, concurrency, rate, reque
         itl=_metric(data, "inter_chunk_latency", where),
         request_throughput=throughput,
         output_throughput=_metric(data, "output_token_throughput", where).mean,
-        duration_s=duration)
+        duration_s=duration, prompt_pool=prompt_pool)
 
 
 def read_genai_perf(data, where: str) -> list[Run]:
@@ -348,7 +371,10 @@ def read_genai_perf(data, where: str) -> list[Run]:
                       _whole(config.get("concurrency"), where, "concurrency"),
                       _rate(config.get("request_rate"), where),
                       _whole(count, where, "request_count"),
-                      _warmup(config, where))]
+                      _warmup(config, where),
+                      _prompt_pool(config.get("num_dataset_entries"),
+                                   bool(config.get("input_file") or config.get("input_dataset")), where,
+                                   "num_dataset_entries"))]
 
 
 def read_aiperf(data, where: str) -> list[Run]:
@@ -356,12 +382,18 @@ def read_aiperf(data, where: str) -> list[Run]:
     config = _table(data.get("input_config", {}), f"{where} input_config")
     endpoint = _table(config.get("endpoint", {}), f"{where} input_config.endpoint")
     loadgen = _table(config.get("loadgen", {}), f"{where} input_config.loadgen")
+    inputs = _table(config.get("input", {}), f"{where} input_config.input")
+    conversation = _table(inputs.get("conversation", {}),
+                          f"{where} input_config.input.conversation")
     count = _metric(data, "request_count", where).mean
     return [_perf_run(data, where, "aiperf", endpoint.get("model_names"),
                       _whole(loadgen.get("concurrency"), where, "concurrency"),
                       _rate(loadgen.get("request_rate"), where),
                       None if count is None else _whole(count, where, "request_count"),
-                      _warmup(loadgen, where))]
+                      _warmup(loadgen, where),
+                      _prompt_pool(conversation.get("num"),
+                                   bool(inputs.get("file") or inputs.get("public_dataset")),
+                                   where, "input.conversation.num"))]
 
 
 # --- detection -------------------------------------------------------------------------

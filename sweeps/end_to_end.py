@@ -34,6 +34,17 @@ How the clients are replayed (`run_requests`, `replay_run`):
   into the engine, detokenisation and streaming) is the profile's `request_overhead_s`:
   added to each TTFT and E2E, and a slot's next request reaches the engine that long
   after its previous one finished.
+- Repeated prompts. genai-perf and AIPerf draw each request's prompt at random from a
+  synthetic dataset of `Run.prompt_pool` prompts (100 by default, `sweeps.bench_results`),
+  and all three engines cache prefixes by default (vLLM V1's automatic prefix caching,
+  SGLang's RadixAttention, TensorRT-LLM's KV cache block reuse), so a repeat finds its
+  whole prompt cached. Such a run is replayed with the core prefix cache
+  (`core.prefix_cache`: LRU, in the KV memory the running batch leaves free): each
+  request, warm-up included, draws its prompt's index uniformly (seeded, `pool_prompts`);
+  a repeat hits its prompt's full blocks once the earlier request has finished, and a
+  finished request's output blocks take cache space too, never hit. The published
+  silicon runs do not record their client's dataset and are replayed without (every
+  prompt its own); `Scheduling.prompt_pool` (`sweep replay --prompt-pool`) overrides.
 
 Kernels (`kernel_profile`). The engine's overheads are fitted on top of a kernel
 profile: `h100-trtllm` (TensorRT-LLM's bf16 GEMM, bf16-KV attention and NCCL all-reduce
@@ -87,6 +98,7 @@ from rooftui.core.hardware import load_gpu
 from rooftui.core.intervals import dataset_weights, ratio_bounds
 from rooftui.core.model import Model, load_model
 from rooftui.core.point import PointConfig, evaluate_point
+from rooftui.core.prefix_cache import CacheConfig
 from rooftui.core.scheduler import (
     PERCENTILES,
     SchedulerConfig,
@@ -94,7 +106,7 @@ from rooftui.core.scheduler import (
     simulate,
     summarize,
 )
-from rooftui.core.sessions import SessionRequests
+from rooftui.core.sessions import PromptBlocks, SessionRequests
 from rooftui.core.step_costs import StepCosts
 from rooftui.core.workloads import Requests
 from rooftui.sweeps.bench_results import Run
@@ -220,6 +232,8 @@ class Scheduling:
     kv_admission: str | None = None
     memory_fraction: float | None = None
     stagger: bool | None = None  # closed-loop clients out of step (None: the engine's)
+    # distinct prompts the client drew from (module doc); None: the run's, 0: none repeat
+    prompt_pool: int | None = None
 
 
 @dataclass
@@ -379,6 +393,22 @@ def run_requests(run: Run, *, think_s: float = 0.0, spread_s: float = 0.0,
     return Requests(np.zeros(count), inputs, outputs), None
 
 
+def pool_prompts(requests: Requests, pool: int, block_tokens: int,
+                 seed: int = 0) -> PromptBlocks:
+    """Each request's prompt drawn uniformly from `pool` prompts (module doc): prompt p
+    is chain p of the prefix cache, looked up over the prompt's full blocks; a request's
+    output blocks past them are a chain of its own (pool + its index), cached when it
+    finishes and never hit."""
+    drawn = np.random.default_rng([seed, pool]).integers(0, pool, len(requests)).tolist()
+    prompt = (requests.input_tokens // block_tokens).tolist()
+    whole = ((requests.input_tokens + requests.output_tokens - 1) // block_tokens).tolist()
+    prompt_runs = [((p, k),) if k else () for p, k in zip(drawn, prompt, strict=True)]
+    finish_runs = [head + (((pool + index, w - k),) if w > k else ())
+                   for index, (head, k, w) in enumerate(zip(prompt_runs, prompt, whole,
+                                                            strict=True))]
+    return PromptBlocks(block_tokens, prompt_runs, finish_runs)
+
+
 def closed_loop(run: Run) -> bool:
     """C clients, each sending its next request when its previous one finishes."""
     return run.concurrency is not None and run.request_rate is None and (
@@ -448,11 +478,17 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
     front_end = 0.0 if static else assumptions.efficiency.request_overhead_s
     scored = measured_requests(run)
     costs = _step_costs(target, assumptions, memory_fraction, scheduler.max_batch)
+    pool = run.prompt_pool if scheduling.prompt_pool is None else scheduling.prompt_pool
+    caching = bool(pool) and not static
 
     def run_with(spread_s: float):
         requests, sessions = run_requests(run, think_s=front_end, spread_s=spread_s)
+        if caching:
+            sessions = replace(sessions or SessionRequests(requests),
+                               hashed=pool_prompts(requests, pool, scheduler.block_size))
         simulation = simulate(costs.inputs, config.assumptions, scheduler, requests, costs,
-                              sessions=sessions, gpu_key=config.gpu.key)
+                              sessions=sessions, gpu_key=config.gpu.key,
+                              prefix_cache=CacheConfig() if caching else None)
         # a static batch's times are the engine's own (module doc): no front end
         return replace(simulation, front_end_s=front_end)
 
@@ -471,10 +507,13 @@ def replay_run(run: Run, target: Target, assumptions: Assumptions,
     predicted.update(client_metrics(simulation, scored))
     predicted["output_throughput"] = report["throughput_tokens_per_s"]
     predicted["request_throughput"] = report["request_throughput"]
+    predicted["prefix_hit_rate"] = (simulation.prefix_cache["hit_rate"] if caching
+                                    else None)
     # all at once (static, or lockstep without a front end): the steps' order is fixed,
-    # and without a host floor every step's time is affine in the overheads
+    # and without a host floor every step's time is affine in the overheads; a prefix
+    # cache's evictions follow the finishing times
     exact = (run.request_rate is None and not stagger and (static or front_end == 0)
-             and not has_host_floor(config.assumptions.step_efficiency))
+             and not has_host_floor(config.assumptions.step_efficiency) and not caching)
     return Replay(run, target, predicted, ttft_slope, tpot_slope,
                   _step_coefficients(target, assumptions, memory_fraction),
                   overheads_of(assumptions), scheduling,

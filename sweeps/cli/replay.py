@@ -60,6 +60,14 @@ LEVEL = 0.8
                    "either way each client re-sends on completion, and request-rate runs "
                    "and static batches are unaffected [default: the engine's, in-step for "
                    "sglang and staggered for the others; docs/end-to-end.md].")
+@click.option("--prompt-pool", type=Number("prompt_pool"), metavar="N",
+              help="Distinct prompts the client drew every request's prompt from, at "
+                   "random: a repeat finds its whole prompt in the engine's prefix cache "
+                   "(LRU in the KV memory the running batch leaves free; all three engines "
+                   "cache prefixes by default). genai-perf's and AIPerf's synthetic "
+                   "datasets hold 100 (--num-dataset-entries), read from their files; 0: "
+                   "every prompt its own [default: the file's; none for vLLM, SGLang and "
+                   "GuideLLM files and the published runs].")
 @click.option("--measured-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Replay the published end-to-end datasets in DIR (MEASURED_DIR: the "
                    "ai-dynamo/aiconfigurator silicon runs and Mutinifni/splitwise-sim's "
@@ -78,7 +86,8 @@ LEVEL = 0.8
                    "receiving <gpu>-<engine>.toml for each GPU and engine with data.")
 @click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object. {JSON_NULLS}")
 def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile, file_format,
-           policy, max_batch, token_budget, clients, measured_dir, fit, out, as_json):
+           policy, max_batch, token_budget, clients, prompt_pool, measured_dir, fit, out,
+           as_json):
     """Predict benchmark runs by simulating them; compare TTFT, TPOT, ITL and throughput.
 
     Reads the result files of `vllm bench serve --save-result`, SGLang's `bench_serving
@@ -86,8 +95,11 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
     replays each run through the simulator with its own requests, lengths and arrivals
     (a client concurrency C is a closed loop of C slots started out of step, in step for
     SGLang, after the warm-up requests the file records, which are not scored; a request
-    rate is a Poisson process) and the engine's scheduler defaults. The profile's request_overhead_s (a
-    front end: HTTP, tokenisation, streaming) is added to each TTFT and E2E. Errors are predicted / measured - 1. --fit re-fits an
+    rate is a Poisson process) and the engine's scheduler defaults. The profile's
+    request_overhead_s (a front end: HTTP, tokenisation, streaming) is added to each TTFT
+    and E2E. genai-perf and AIPerf draw every prompt from a synthetic dataset (100 prompts
+    unless the file says otherwise), so repeats hit the engine's prefix cache, which the
+    replay simulates (--prompt-pool). Errors are predicted / measured - 1. --fit re-fits an
     engine's overheads to your own engine version from one short benchmark. Result files
     do not record the GPU or TP (hence --gpu, --tp); `vllm bench serve --metadata
     engine_version=0.12.0` adds the engine's version to a vLLM file.
@@ -104,11 +116,13 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
     if measured_dir:
         if result_files:
             raise click.UsageError("give RESULT_FILEs or --measured-dir, not both")
-        if clients and out:
-            raise click.UsageError("--clients with --measured-dir replays the published runs "
-                                   "another way than the shipped profiles are fitted: drop "
-                                   "--out (or --clients)")
-        report = _measured(Path(measured_dir), engine, profile, fit, out, clients)
+        for name, given in (("--clients", clients), ("--prompt-pool", prompt_pool)):
+            if given is not None and out:
+                raise click.UsageError(f"{name} with --measured-dir replays the published "
+                                       "runs another way than the shipped profiles are "
+                                       f"fitted: drop --out (or {name})")
+        report = _measured(Path(measured_dir), engine, profile, fit, out, clients,
+                           None if prompt_pool is None else int(prompt_pool))
     else:
         if not result_files:
             raise click.UsageError("give at least one RESULT_FILE (or --measured-dir DIR)")
@@ -118,7 +132,8 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
         target = {"model": model, "gpu": gpu, "tp": int(tp), "weight_dtype": weight_dtype,
                   "kv_dtype": kv_dtype}
         report = _files(result_files, file_format, target, engine, policy, max_batch,
-                        token_budget, clients, fit, out, profile)
+                        token_budget, clients, None if prompt_pool is None else int(prompt_pool),
+                        fit, out, profile)
     click.echo(json_text(report, NULL_REASONS) if as_json else render(report))
 
 
@@ -138,7 +153,7 @@ def _row(replay) -> dict:
 
 
 def _files(paths, file_format, target, engine, policy, max_batch, token_budget, clients,
-           fit, out, profile) -> dict:
+           prompt_pool, fit, out, profile) -> dict:
     from rooftui.core.assumptions import load_profile
     from rooftui.sweeps import end_to_end, engine_profiles
     from rooftui.sweeps.bench_results import read_benchmark
@@ -155,7 +170,8 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
         profile = kernels[0]
     base = load_profile(profile)
     scheduling = end_to_end.Scheduling(policy=policy, max_batch=max_batch,
-                                       token_budget=token_budget, stagger=CLIENTS.get(clients))
+                                       token_budget=token_budget, stagger=CLIENTS.get(clients),
+                                       prompt_pool=prompt_pool)
     replays = end_to_end.replay_runs(runs, targets, base, scheduling)
     # the start --clients chose, where some run is a closed loop it applies to
     started = clients if any(r.clients for r in replays) else None
@@ -186,7 +202,7 @@ def _files(paths, file_format, target, engine, policy, max_batch, token_budget, 
     return report
 
 
-def _measured(folder, engine, profile, fit, out, clients) -> dict:
+def _measured(folder, engine, profile, fit, out, clients, prompt_pool) -> dict:
     from dataclasses import replace
 
     from rooftui.core.assumptions import load_profile
@@ -196,6 +212,11 @@ def _measured(folder, engine, profile, fit, out, clients) -> dict:
     if clients:
         scheduling = [replace(s, stagger=CLIENTS[clients]) for s in scheduling]
         notes = [*notes, f"closed loops replayed {clients} (--clients), not each engine's way"]
+    if prompt_pool is not None:
+        scheduling = [replace(s, prompt_pool=prompt_pool) for s in scheduling]
+        notes = [*notes, f"prompts drawn from a pool of {prompt_pool} and hit in the engines' "
+                         "prefix caches (--prompt-pool)" if prompt_pool else
+                         "every prompt its own (--prompt-pool 0)"]
     engines = sorted({t.engine for t in targets})
     kernels = {e: profile or end_to_end.kernel_profile(e) for e in engines}
     bases = {name: load_profile(name) for name in set(kernels.values())}
@@ -405,7 +426,9 @@ def _run_line(row: dict) -> str:
     throughput = row["output_throughput_tokens_per_s"]
     cells.append(f"{_count(throughput):>9}→{_count(row['predicted']['output_throughput']):<9}"
                  f"{_percent(row['errors']['output_throughput']):>4}")
-    return f"  {row['source'][-34:]:<34}{load:>14}  " + "".join(f"{c:>22}" for c in cells)
+    hits = row["predicted"].get("prefix_hit_rate")
+    return (f"  {row['source'][-34:]:<34}{load:>14}  " + "".join(f"{c:>22}" for c in cells)
+            + ("" if hits is None else f"  {hits:.0%} of prompt tokens cached"))
 
 
 def _seconds(value) -> str:

@@ -47,6 +47,21 @@ def test_clients_in_step_are_replayed_as_asked_and_said():
     assert "c=8 in step" in out
 
 
+def test_repeated_prompts_are_cached_as_the_file_or_the_option_says():
+    """AIPerf's synthetic dataset (100 prompts by default) repeats prompts; a pool of one
+    makes every later request a hit, 0 none."""
+    aiperf = FIXTURES / "profile_export_aiperf.json"
+    default, one, none = (sweep_json("replay", aiperf, *SETUP, *more)["runs"][0] for more in (
+        (), ("--prompt-pool", "1"), ("--prompt-pool", "0")))
+    assert default["prompt_pool"] == 100 and none["predicted"]["prefix_hit_rate"] is None
+    assert one["predicted"]["prefix_hit_rate"] > default["predicted"]["prefix_hit_rate"] > 0
+    assert one["predicted"]["ttft_s"]["mean"] < none["predicted"]["ttft_s"]["mean"]
+    out, _ = sweep("replay", aiperf, *SETUP, "--prompt-pool", "1")
+    assert "of prompt tokens cached" in out
+    vllm = sweep_json("replay", FIXTURES / "vllm-bench-serve.json", *SETUP)["runs"][0]
+    assert vllm["predicted"]["prefix_hit_rate"] is None
+
+
 def test_a_fit_with_clients_in_step_keeps_them_and_its_profile_says_so(tmp_path):
     out = tmp_path / "mine.toml"
     report = sweep_json("replay", FIXTURES / "profile_export_aiperf.json", *SETUP,
@@ -81,6 +96,10 @@ def test_fit_writes_an_engine_profile_that_loads(tmp_path):
     (("--measured-dir", "anywhere", "--clients", "in-step", "--fit", "--out", "x"),
      "drop --out"),
     (("--measured-dir", "anywhere", "--out", "x"), "add --fit"),
+    (("--measured-dir", "anywhere", "--prompt-pool", "100", "--fit", "--out", "x"),
+     "drop --out"),
+    ((FIXTURES / "vllm-bench-serve.json", *SETUP, "--prompt-pool", "-1"), "--prompt-pool"),
+    ((FIXTURES / "vllm-bench-serve.json", *SETUP, "--prompt-pool", "1.5"), "whole number"),
 ])
 def test_bad_input_is_one_line_and_status_2(args, message):
     out, err = sweep("replay", *args, expect=2)

@@ -118,3 +118,39 @@ def test_warm_up_requests_are_read_and_kept_apart(tmp_path, name, where):
     (run,) = read_benchmark(path)
     assert run.warmup_requests == 16 and plain.warmup_requests == 0
     assert run.requests == plain.requests
+
+
+@pytest.mark.parametrize("name, where, key", [
+    ("profile_export_genai_perf.json", (), "num_dataset_entries"),
+    ("profile_export_aiperf.json", ("input", "conversation"), "num")])
+def test_synthetic_prompt_pool_is_read_or_the_tools_default(tmp_path, name, where, key):
+    """genai-perf and AIPerf draw every prompt from a synthetic dataset of 100 unless told
+    otherwise (AIPerf's export leaves defaults out); a file's own prompts are no pool."""
+    (plain,) = read_benchmark(FIXTURES / name)
+    assert plain.prompt_pool == 100 and plain.summary()["prompt_pool"] == 100
+
+    def written(change) -> Path:
+        data = json.loads((FIXTURES / name).read_text())
+        config = data["input_config"]
+        for step in where:
+            config = config.setdefault(step, {})
+        change(config, data["input_config"])
+        path = tmp_path / name
+        path.write_text(json.dumps(data))
+        return path
+
+    (sized,) = read_benchmark(written(lambda config, _: config.update({key: 7})))
+    assert sized.prompt_pool == 7
+    own = {"profile_export_genai_perf.json": ("input_file", "prompts.jsonl"),
+           "profile_export_aiperf.json": ("file", "prompts.jsonl")}[name]
+    (from_file,) = read_benchmark(written(
+        lambda _, top: (top if not where else top["input"]).update([own])))
+    assert from_file.prompt_pool is None
+    with pytest.raises(SpecError, match="whole number"):
+        read_benchmark(written(lambda config, _: config.update({key: 0})))
+
+
+@pytest.mark.parametrize("name", ["vllm-bench-serve.json", "sglang-bench-serving.jsonl",
+                                  "guidellm-report.json"])
+def test_other_tools_draw_each_prompt_afresh(name):
+    assert all(run.prompt_pool is None for run in read_benchmark(FIXTURES / name))
