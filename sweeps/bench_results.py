@@ -367,13 +367,13 @@ def read_genai_perf(data, where: str) -> list[Run]:
     data = _table(data, where)
     config = _table(data.get("input_config", {}), f"{where} input_config")
     count = config.get("request_count") or None
+    own_prompts = bool(config.get("input_file") or config.get("input_dataset"))
     return [_perf_run(data, where, "genai-perf", config.get("model"),
                       _whole(config.get("concurrency"), where, "concurrency"),
                       _rate(config.get("request_rate"), where),
                       _whole(count, where, "request_count"),
                       _warmup(config, where),
-                      _prompt_pool(config.get("num_dataset_entries"),
-                                   bool(config.get("input_file") or config.get("input_dataset")), where,
+                      _prompt_pool(config.get("num_dataset_entries"), own_prompts, where,
                                    "num_dataset_entries"))]
 
 

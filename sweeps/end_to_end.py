@@ -393,13 +393,12 @@ def run_requests(run: Run, *, think_s: float = 0.0, spread_s: float = 0.0,
     return Requests(np.zeros(count), inputs, outputs), None
 
 
-def pool_prompts(requests: Requests, pool: int, block_tokens: int,
-                 seed: int = 0) -> PromptBlocks:
+def pool_prompts(requests: Requests, pool: int, block_tokens: int) -> PromptBlocks:
     """Each request's prompt drawn uniformly from `pool` prompts (module doc): prompt p
     is chain p of the prefix cache, looked up over the prompt's full blocks; a request's
     output blocks past them are a chain of its own (pool + its index), cached when it
     finishes and never hit."""
-    drawn = np.random.default_rng([seed, pool]).integers(0, pool, len(requests)).tolist()
+    drawn = np.random.default_rng([0, pool]).integers(0, pool, len(requests)).tolist()
     prompt = (requests.input_tokens // block_tokens).tolist()
     whole = ((requests.input_tokens + requests.output_tokens - 1) // block_tokens).tolist()
     prompt_runs = [((p, k),) if k else () for p, k in zip(drawn, prompt, strict=True)]

@@ -122,7 +122,7 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
                                        "runs another way than the shipped profiles are "
                                        f"fitted: drop --out (or {name})")
         report = _measured(Path(measured_dir), engine, profile, fit, out, clients,
-                           None if prompt_pool is None else int(prompt_pool))
+                           prompt_pool)
     else:
         if not result_files:
             raise click.UsageError("give at least one RESULT_FILE (or --measured-dir DIR)")
@@ -132,8 +132,7 @@ def replay(result_files, model, gpu, tp, weight_dtype, kv_dtype, engine, profile
         target = {"model": model, "gpu": gpu, "tp": int(tp), "weight_dtype": weight_dtype,
                   "kv_dtype": kv_dtype}
         report = _files(result_files, file_format, target, engine, policy, max_batch,
-                        token_budget, clients, None if prompt_pool is None else int(prompt_pool),
-                        fit, out, profile)
+                        token_budget, clients, prompt_pool, fit, out, profile)
     click.echo(json_text(report, NULL_REASONS) if as_json else render(report))
 
 
@@ -426,7 +425,7 @@ def _run_line(row: dict) -> str:
     throughput = row["output_throughput_tokens_per_s"]
     cells.append(f"{_count(throughput):>9}→{_count(row['predicted']['output_throughput']):<9}"
                  f"{_percent(row['errors']['output_throughput']):>4}")
-    hits = row["predicted"].get("prefix_hit_rate")
+    hits = row["predicted"]["prefix_hit_rate"]
     return (f"  {row['source'][-34:]:<34}{load:>14}  " + "".join(f"{c:>22}" for c in cells)
             + ("" if hits is None else f"  {hits:.0%} of prompt tokens cached"))
 

@@ -29,6 +29,13 @@ def pooled_run(concurrency: int, requests: int, isl: int, osl: int, pool: int | 
                prompt_pool=pool)
 
 
+def drawn_prompts(count: int, isl: int, osl: int, pool: int) -> list[int]:
+    """The pool prompt each of `count` requests drew (none below one full block)."""
+    requests = Requests(np.zeros(count), np.full(count, isl), np.full(count, osl))
+    return [runs[0][0] for runs in e2e.pool_prompts(requests, pool, BLOCK).prompt_runs
+            if runs]
+
+
 def cached_tokens(replay: e2e.Replay, isl: int) -> float:
     """Prompt tokens the replay found cached, over every request it admitted."""
     run = replay.run
@@ -64,9 +71,7 @@ def test_one_client_hits_exactly_every_repeat(pool, requests, isl):
     first sight finds none; at least one token is left to compute."""
     run = pooled_run(1, requests, isl, 8, pool)
     replay = e2e.replay_run(run, TARGET, BASE)
-    drawn = [runs[0][0] for runs in e2e.pool_prompts(
-        Requests(np.zeros(requests), np.full(requests, isl), np.full(requests, 8)),
-        pool, BLOCK).prompt_runs] if isl >= BLOCK else []
+    drawn = drawn_prompts(requests, isl, 8, pool)
     repeats = sum(times - 1 for times in Counter(drawn).values())
     per_hit = min(isl // BLOCK * BLOCK, isl - 1)
     assert cached_tokens(replay, isl) == pytest.approx(repeats * per_hit)
@@ -82,10 +87,7 @@ def test_repeats_bound_the_hits_under_load_and_lower_the_first_token(concurrency
     run = pooled_run(concurrency, requests, isl, 32, pool, warmup=concurrency)
     pooled = e2e.replay_run(run, TARGET, BASE, e2e.Scheduling(stagger=False))
     alone = e2e.replay_run(run, TARGET, BASE, e2e.Scheduling(stagger=False, prompt_pool=0))
-    count = requests + concurrency
-    drawn = [runs[0][0] for runs in e2e.pool_prompts(
-        Requests(np.zeros(count), np.full(count, isl), np.full(count, 32)), pool,
-        BLOCK).prompt_runs]
+    drawn = drawn_prompts(requests + concurrency, isl, 32, pool)
     repeats = sum(times - 1 for times in Counter(drawn).values())
     assert cached_tokens(pooled, isl) <= repeats * isl + 1e-6
     assert alone.predicted["prefix_hit_rate"] is None
